@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Write README.md from nbs/index.ipynb without Quarto (which `nbdev-readme` needs).
+
+Markdown cells are copied, visible code cells become ```python blocks followed by their text output;
+`#| hide` cells and nbdev directives are dropped. `python tools/readme.py --check` exits 1 if README.md
+is out of date (CI runs it)."""
+import json, re, sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "<!-- WARNING: generated from nbs/index.ipynb by tools/readme.py; edit the notebook, not this file. -->\n\n"
+
+
+def _text_output(cell):
+    out = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream" and o.get("name") == "stdout": out.append("".join(o["text"]))
+        elif o.get("output_type") in ("execute_result", "display_data") and "text/plain" in o.get("data", {}) \
+                and not any(k.startswith("image/") for k in o["data"]):
+            out.append("".join(o["data"]["text/plain"]) + "\n")
+    return "".join(out).rstrip("\n")
+
+
+def render(nb_path=ROOT / "nbs" / "index.ipynb") -> str:
+    nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
+    parts = []
+    for c in nb["cells"]:
+        src = "".join(c["source"])
+        if c["cell_type"] == "markdown":
+            parts.append(src.strip())
+            continue
+        lines = src.splitlines()
+        flags = [l for l in lines if l.startswith("#|")]
+        if any(re.match(r"#\|\s*(hide|exporti?|exports)\b", l) for l in flags) or any("echo: false" in l for l in flags):
+            continue
+        code = "\n".join(l for l in lines if not l.startswith("#|")).strip()
+        if code: parts.append(f"```python\n{code}\n```")
+        out = _text_output(c)
+        if out: parts.append(f"```\n{out}\n```")
+    return HEADER + "\n\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    txt, readme = render(), ROOT / "README.md"
+    if "--check" in sys.argv:
+        if not readme.exists() or readme.read_text(encoding="utf-8") != txt:
+            sys.exit("README.md is out of date with nbs/index.ipynb: run `python tools/readme.py`")
+    else:
+        readme.write_text(txt, encoding="utf-8")
