@@ -24,3 +24,8 @@ if __name__ == "__main__": sys.exit(main())
 import sys
 from .cli import main
 if __name__ == "__main__": sys.exit(main())
+
+# %% ../nbs/30_cli.ipynb #48c2859f
+import sys
+from .cli import main
+if __name__ == "__main__": sys.exit(main())
