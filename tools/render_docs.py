@@ -8,8 +8,8 @@ turned into Quarto cell options). Each is turned into Pandoc Markdown the way Qu
 writes one standalone page per notebook with MathML math (rendered natively by the browser: no network, no
 MathJax), figures embedded as data URIs and a sidebar built from `sidebar.yml`.
 
-    nbdev-proc-nbs && python tools/render_docs.py            # -> _preview/index.html
-    python tools/render_docs.py --proc _proc --out _preview
+    python tools/render_docs.py --process     # -> test-output/docs/html/index.html
+    python tools/render_docs.py --proc _proc --out some/folder
 
 The site itself is built by Quarto (`nbdev-docs`); this preview differs in looks, not in content."""
 from __future__ import annotations
@@ -182,14 +182,14 @@ class NotebookToMarkdown:
 
 
 def load_sidebar(proc: Path) -> list:
-    "sidebar.yml as [(section or None, [notebook names])], in order."
+    "sidebar.yml as [(section or None, notebook name, link text or None)], in order."
     y = yaml.safe_load((proc / "sidebar.yml").read_text(encoding="utf-8"))
     res = []
     def walk(items, section):
         for it in items:
-            if isinstance(it, str): res.append((section, it))
+            if isinstance(it, str): res.append((section, it, None))
             elif isinstance(it, dict) and "section" in it: walk(it.get("contents", []), it["section"])
-            elif isinstance(it, dict) and "href" in it: res.append((section, it["href"]))
+            elif isinstance(it, dict) and "href" in it: res.append((section, it["href"], it.get("text")))
     walk(y["website"]["sidebar"]["contents"], None)
     return res
 
@@ -212,6 +212,7 @@ nav#TOC { font-size: 0.85rem; border: 1px solid #e3e3e8; padding: 0.4rem 1rem; m
 nav#TOC > ul { padding-left: 1rem; }
 pre, code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 0.86em; }
 div.sourceCode, .cell-output pre { background: #f8f8fa; border-radius: 3px; padding: 0.2rem 0.6rem; overflow-x: auto; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }   /* code-overflow: wrap, as in _quarto.yml */
 div.cell { margin: 0.8rem 0; }
 details.code-fold > summary { cursor: pointer; color: #6c757d; font-size: 0.9rem; }
 .show-doc { border: 1px solid #dee2e6; border-radius: 6px; padding: 0.2rem 1rem 0.4rem; margin: 1.2rem 0 0.6rem;
@@ -236,14 +237,16 @@ th, td { border-bottom: 1px solid #dee2e6; padding: 0.25rem 0.7rem; text-align: 
 def _nav_html(entries, titles, current) -> str:
     out, last = ['<nav class="book"><a class="book-title" href="index.html">The Annotated Transformer</a>'], object()
     open_ul = False
-    for section, nb in entries:
+    for section, nb, text in entries:
         if section != last:
             if open_ul: out.append("</ul>")
             if section: out.append(f'<div class="section">{html.escape(section)}</div>')
             out.append("<ul>"); open_ul, last = True, section
-        href, title = titles.get(nb, (Path(nb).stem + ".html", Path(nb).stem))
+        if nb not in titles:   # not rendered (nbdev could not process it): no dead link
+            out.append(f'<li class="missing">{html.escape(text or Path(nb).stem)} (not rendered)</li>'); continue
+        href, title = titles[nb]
         cls = ' class="active"' if nb == current else ""
-        out.append(f'<li><a href="{href}"{cls}>{html.escape(title)}</a></li>')
+        out.append(f'<li><a href="{href}"{cls}>{html.escape(text or title)}</a></li>')
     if open_ul: out.append("</ul>")
     out.append("</nav>")
     return "\n".join(out)
@@ -259,7 +262,7 @@ def render_site(proc: Path, out: Path, notebooks: list[str] | None = None) -> li
         c = NotebookToMarkdown(json.loads((proc / n).read_text(encoding="utf-8")), n)
         convs[n] = (c, c.convert())
     titles = {n: (c.page.html, c.page.title) for n, (c, _) in convs.items()}
-    entries = load_sidebar(proc) if (proc / "sidebar.yml").exists() else [(None, n) for n in names]
+    entries = load_sidebar(proc) if (proc / "sidebar.yml").exists() else [(None, n, None) for n in names]
     css = [f for f in ("styles.css",) if (proc / f).exists()]
     for f in css: (out / f).write_text((proc / f).read_text(encoding="utf-8"), encoding="utf-8")
     (out / "preview.css").write_text(PREVIEW_CSS, encoding="utf-8")
@@ -290,13 +293,23 @@ def render_site(proc: Path, out: Path, notebooks: list[str] | None = None) -> li
     return pages
 
 
+def process(root: Path = ROOT, n_workers: int = 2) -> Path:
+    "What `nbdev-proc-nbs` does, minus its check for Quarto (which, when missing, it tries to download)."
+    import os
+    from nbdev.serve import proc_nbs
+    os.chdir(root)
+    return proc_nbs(str(root / "nbs"), n_workers=n_workers)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--proc", default=str(ROOT / "_proc"), help="folder written by nbdev-proc-nbs")
-    ap.add_argument("--out", default=str(ROOT / "_preview"), help="output folder")
+    ap.add_argument("--process", action="store_true", help="process the notebooks first (nbdev's proc_nbs, into _proc/)")
+    ap.add_argument("--proc", default=str(ROOT / "_proc"), help="folder of processed notebooks (nbdev-proc-nbs writes _proc/)")
+    ap.add_argument("--out", default=str(ROOT / "test-output" / "docs" / "html"), help="output folder")
     a = ap.parse_args()
-    if not Path(a.proc).is_dir(): sys.exit(f"{a.proc} not found: run `nbdev-proc-nbs` first")
+    if a.process: process()
+    if not Path(a.proc).is_dir(): sys.exit(f"{a.proc} not found: run with --process (or `nbdev-proc-nbs`) first")
     for p in render_site(Path(a.proc), Path(a.out)):
-        print(f"{p.html:32s} {p.n_images:3d} figures {p.n_math:4d} formulas {len(p.show_docs):3d} show_doc"
-              + "".join(f"\n  {w}" for w in p.pandoc_warnings))
+        print(f"{p.html:32s} {p.n_images:3d} figures ({p.n_captions} captioned) {p.n_math:4d} formulas "
+              f"{len(p.show_docs):3d} show_doc" + "".join(f"\n  {w}" for w in p.pandoc_warnings))
     print(f"open {Path(a.out) / 'index.html'}")
