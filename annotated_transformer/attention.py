@@ -81,7 +81,7 @@ def fused_attention(
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~ok, dropout_p=dropout_p) * ok
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
-# %% ../nbs/02_attention.ipynb #beade13a
+# %% ../nbs/02_attention.ipynb #93e5253b
 class MultiHeadAttention(nn.Module):
     "Multi-head attention (§3.2.2) for self- and cross-attention, fused QKV projection, optional KV cache."
     def __init__(self,
@@ -123,7 +123,8 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None: cache["k"], cache["v"] = k, v
         check_mask(mask, (q.shape[0], self.n_heads, q.shape[2], k.shape[2]))
         p = self.dropout if self.training else 0.0
-        if self.record_weights or not self.fused:
+        slow_fused = q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled()  # CPU's bf16 SDPA backward is slow
+        if self.record_weights or not self.fused or slow_fused:
             x, w = scaled_dot_product_attention(q, k, v, mask, p)
             if self.record_weights: self.attn_weights = w.detach()
         else: x = fused_attention(q, k, v, mask, p)                # (batch, heads, q_len, d_k)

@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--clip-grad", type=non_negative_float, default=None, help="clip the gradient norm to this value")
     t.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="training precision (autocast)")
     t.add_argument("--device", default=None, help="cpu, cuda, cuda:1, … (default: cuda if available)")
-    t.add_argument("--bpe", action="store_true", help="joint BPE vocabulary shared by source and target (three-way weight tying)")
+    t.add_argument("--vocab", choices=["bpe", "word"], default=None, help="bpe: joint BPE shared by source and target, three-way weight tying; word: spaCy words (default: the recipe's, bpe)")
+    t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
     t.add_argument("--max-train-pairs", type=positive_int, default=None, help="use only the first N training pairs")
     t.add_argument("--beam-size", type=positive_int, default=4, help="beam size for the final evaluation")
     t.add_argument("--json", action="store_true", help="print the final result as one JSON object")
@@ -95,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default=None, help="cpu, cuda, … (default: cuda if available)")
     return p
 
+def _check_device(device: str|None): # the --device argument
+    "Refuse a CUDA device this machine lacks with one line, not a traceback from deep inside torch."
+    if not device or not device.startswith("cuda"): return
+    import torch
+    n, idx = (torch.cuda.device_count() if torch.cuda.is_available() else 0), torch.device(device).index
+    if n == 0: raise RuntimeError(f"--device {device}: CUDA is not available here (torch {torch.__version__}"
+                                  f"{' built without CUDA' if torch.version.cuda is None else ' sees no GPU'}); use --device cpu")
+    if idx is not None and idx >= n: raise RuntimeError(f"--device {device}: this machine has {n} CUDA device(s)")
+
 def main(argv: list[str]|None=None) -> int:
     "Entry point: parse `argv`, run the chosen subcommand, return its exit status."
     p = build_parser()
@@ -103,7 +113,9 @@ def main(argv: list[str]|None=None) -> int:
         p.print_help(); return 0
     target = HANDLERS.get((args.command, getattr(args, "task", None)))
     mod, fn = target.split(":")
-    try: return getattr(importlib.import_module(mod), fn)(args) or 0
+    try:
+        _check_device(getattr(args, "device", None))
+        return getattr(importlib.import_module(mod), fn)(args) or 0
     except KeyboardInterrupt:
         print(f"annotated-transformer {args.command}: interrupted", file=sys.stderr); return 130
     except (ValueError, TypeError, OSError, RuntimeError) as e:

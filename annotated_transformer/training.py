@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/training.htm
 
 # %% ../nbs/11_training.ipynb #cc6d3382
 from __future__ import annotations
-import contextlib, dataclasses, itertools, math, os, random, re, sys, tempfile, time
+import contextlib, dataclasses, errno, itertools, math, os, random, re, sys, tempfile, time, warnings, zipfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Callable, Iterable
@@ -170,15 +170,24 @@ def save_checkpoint(path: str|Path,              # file to write (its directory 
             "train_state": train_state, "extra": extra or {}, "rng": rng,
             "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None}
     _check_plain(ckpt)
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    try: path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot write checkpoint {path}: {path.parent} or a folder above it "
+                                 f"is a file, not a directory") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(ckpt, f); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp): os.unlink(tmp)
-        raise
+        if not isinstance(e, (OSError, RuntimeError)): raise
+        # torch turns a failed write (a full disk) into RuntimeError("... unexpected pos N vs M"); the OSError is its context
+        os_err = e if isinstance(e, OSError) else e.__context__ if isinstance(e.__context__, OSError) else None
+        why = os_err.strerror if os_err is not None and os_err.strerror else str(e).splitlines()[0]
+        raise OSError(getattr(os_err, "errno", None) or errno.EIO, f"cannot write checkpoint {path}: {why}; "
+                      f"the previous checkpoints are untouched") from e
     with contextlib.suppress(OSError):               # make the rename itself durable
         dfd = os.open(path.parent, os.O_RDONLY); os.fsync(dfd); os.close(dfd)
     return path
@@ -192,19 +201,37 @@ def load_checkpoint(path: str|Path,         # a file written by `save_checkpoint
     if not path.exists(): raise FileNotFoundError(f"checkpoint {path} does not exist")
     if path.is_dir(): raise IsADirectoryError(f"checkpoint {path} is a directory, not a file")
     if path.stat().st_size == 0: raise ValueError(f"checkpoint {path} is empty (0 bytes): truncated or never written")
-    try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:
-        msg = str(e)
-        if "Weights only load failed" in msg and "Unsupported global" in msg:   # a class or function in the pickle
-            why = next((l.strip() for l in msg.splitlines() if "Unsupported global" in l), "")
-            raise ValueError(f"checkpoint {path} contains pickled Python objects, refused by weights_only loading ({why})") from None
-        raise ValueError(f"checkpoint {path} is truncated or corrupt ({type(e).__name__}: "
-                         f"{msg.splitlines()[0][:120] if msg else 'no message'})") from None
+    if not zipfile.is_zipfile(path):                   # save_checkpoint always writes torch's zip format
+        with open(path, "rb") as f: plain_pickle = f.read(1) == b"\x80"
+        if plain_pickle: raise ValueError(f"checkpoint {path} contains pickled Python objects (a plain pickle, not a "
+                                          f"file written by save_checkpoint); refused unread")
+        raise ValueError(f"checkpoint {path} is truncated or corrupt (not a complete zip archive)")
+    try:
+        with zipfile.ZipFile(path) as z:               # torch does not check the CRC-32s it wrote; zipfile does
+            crcs = all(i.CRC or not i.file_size for i in z.infolist())   # (unless saved with CRC-32s turned off)
+            bad = z.testzip() if crcs else None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise ValueError(f"checkpoint {path} is truncated or corrupt ({type(e).__name__}: {e})") from None
+    if bad is not None: raise ValueError(f"checkpoint {path} is corrupt: its entry {bad} fails the CRC-32 check")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                # torch warns about pickle protocols before refusing a file
+        try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        except Exception as e:
+            msg = str(e)
+            glob = re.search(r"[Uu]nsupported (?:global: )?GLOBAL (\S+)", msg)   # a class or function in the pickle
+            if "Weights only load failed" in msg and glob:
+                raise ValueError(f"checkpoint {path} contains pickled Python objects ({glob.group(1)}), refused by "
+                                 f"weights_only loading: nothing was run") from None
+            raise ValueError(f"checkpoint {path} is truncated or corrupt ({type(e).__name__}: "
+                             f"{msg.splitlines()[0][:120] if msg else 'no message'})") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
         raise ValueError(f"{path} is not an annotated_transformer checkpoint (format {found!r}, expected {CHECKPOINT_FORMAT!r})")
     for k in ("config", "model"):
         if k not in ckpt: raise ValueError(f"checkpoint {path} has no {k!r} entry")
+    for k in ("config", "model", "extra", "train_state"):
+        if ckpt.get(k) is not None and not isinstance(ckpt[k], dict):
+            raise ValueError(f"checkpoint {path}: its {k!r} entry is a {type(ckpt[k]).__name__}, expected a dict")
     return ckpt
 
 def _name(ckpt_or_path) -> str:
@@ -229,7 +256,7 @@ def model_from_checkpoint(ckpt: str|Path|dict,  # a checkpoint file or a loaded 
     try: model = Transformer(TransformerConfig.from_dict(ckpt["config"]))
     except (TypeError, ValueError) as e: raise ValueError(f"{name} has an invalid config: {e}") from None
     try: model.load_state_dict(ckpt["model"])
-    except RuntimeError as e: raise ValueError(f"{name}: the weights do not fit its config: {str(e).splitlines()[0]}") from None
+    except (RuntimeError, TypeError) as e: raise ValueError(f"{name}: the weights do not fit its config: {str(e).splitlines()[0]}") from None
     return model.to(map_location if not callable(map_location) else "cpu").eval()
 
 def restore_checkpoint(ckpt: str|Path|dict,      # file or loaded dict
