@@ -23,7 +23,7 @@ from .evaluation import translate, evaluate_bleu
 
 # %% auto #0
 __all__ = ['RECIPES', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'train_multi30k', 'load_translator',
-           'train_command', 'translate_command', 'evaluate_command', 'average_command']
+           'train_command', 'translate_command', 'evaluate_command', 'average_command', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -195,7 +195,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
         results["total_time_s"] = round(time.perf_counter() - t_start, 1)
         return results
 
-# %% ../nbs/16_multi30k.ipynb #07ace3b2
+# %% ../nbs/16_multi30k.ipynb #30041071
 def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or `average`
                     device: str|torch.device="cpu",
                    ):                       # (model in eval mode, codec, checkpoint dict)
@@ -291,3 +291,28 @@ def average_command(args) -> int:
     out = save_checkpoint(args.output, model, train_state=avg["train_state"], extra=avg["extra"])
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
     return 0
+
+# %% ../nbs/16_multi30k.ipynb #19166391
+def bleu_sweep(model: torch.nn.Module,        # a trained `Transformer` in eval mode
+               codec,                          # its text pipeline (from the checkpoint)
+               pairs: list[tuple[str, str]],   # (source, reference) raw sentence pairs, e.g. the validation set
+               beam_sizes=(1, 2, 4, 8),        # K values to try (1 = greedy)
+               alphas=(0.0, 0.6, 1.0),         # length-penalty α values to try
+               batch_size: int=64,             # sentences decoded together
+              ) -> dict:                       # {(K, α): BLEU}
+    "sacreBLEU for every (beam size, length penalty) pair: the §6.1 development-set experiment."
+    return {(k, a): evaluate_bleu(model, codec, pairs, beam_size=k, alpha=a, batch_size=batch_size)[0].score
+            for k in beam_sizes for a in alphas}
+
+def plot_bleu_sweep(grid: dict, # from `bleu_sweep`
+                    title: str, # figure title
+                   ):
+    "BLEU against beam size, one line per length penalty α."
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    for a in sorted({a for _, a in grid}):
+        ks = sorted(k for k, b in grid if b == a)
+        ax.plot(ks, [grid[k, a] for k in ks], "o-", label=f"α = {a}")
+    ax.set_xscale("log", base=2); ax.set_xticks(sorted({k for k, _ in grid})); ax.set_xticklabels(sorted({k for k, _ in grid}))
+    ax.set_xlabel("beam size K"); ax.set_ylabel("sacreBLEU"); ax.set_title(title); ax.legend()
+    plt.show()
