@@ -26,7 +26,7 @@ def length_penalty(length: int|torch.Tensor, # |Y|, generated tokens including E
     "GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, used in §6.1)."
     return ((5 + length) / 6) ** alpha
 
-# %% ../nbs/14_decoding.ipynb #32151060
+# %% ../nbs/14_decoding.ipynb #d0af6eb1
 @torch.no_grad()
 def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transformer`) in eval mode
                 src: torch.Tensor,         # (batch, src_len) int64 source ids
@@ -96,7 +96,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
     for i, (_, h) in enumerate(best): out[i, :len(h)] = torch.tensor(h, dtype=torch.long)
     return out, torch.tensor([s for s, _ in best], device=dev)
 
-# %% ../nbs/14_decoding.ipynb #e5c91ff0
+# %% ../nbs/14_decoding.ipynb #3be51485
 def decode_corpus(model: nn.Module,                  # a `Transformer` in eval mode
                   sources: Sequence[Sequence[int]|torch.Tensor], # source ids per sentence (with BOS/EOS as trained)
                   beam_size: int=4,                  # K; 1 = greedy
@@ -125,7 +125,7 @@ def decode_corpus(model: nn.Module,                  # a `Transformer` in eval m
     bar.close()
     return results
 
-# %% ../nbs/14_decoding.ipynb #96f42e5f
+# %% ../nbs/14_decoding.ipynb #567e91a5
 def average_checkpoints(paths: Sequence[str|os.PathLike], # checkpoint files of one run (e.g. the last 5)
                        ) -> dict:                          # a checkpoint dict with the averaged "model"
     "Average the model weights of several checkpoints (§6.1)."
