@@ -115,13 +115,14 @@ def train_step_flops(config: TransformerConfig, # the model's config
                      src: torch.Tensor,         # (batch, S), padding included
                      tgt: torch.Tensor,         # (batch, T + 1)
                     ) -> int:                   # 2 × multiply-adds, forward + backward
-    "Matrix-multiply FLOPs of a training step: layers over the padded batch, the generator over real target tokens; backward = 2 × forward."
+    "Useful matrix-multiply FLOPs of a training step: attention over the padded batch, FFN and generator over real tokens; backward = 2 × forward."
     B, S = src.shape; T = tgt.shape[1] - 1
     d, f, N = config.d_model, config.d_ff, config.n_layers
     n_out = int((tgt[:, 1:] != config.pad_idx).sum())
     attn = lambda q, k: 2 * B * (2 * q * d * d + 2 * k * d * d + 2 * q * k * d)  # Q, O over q; K, V over k; QKᵀ and AV
-    ffn = lambda n: 2 * B * n * d * f * 2
-    fwd = N * (attn(S, S) + ffn(S)) + N * (attn(T, T) + attn(T, S) + ffn(T)) + 2 * n_out * d * config.tgt_vocab_size
+    n_src, n_in = int((src != config.pad_idx).sum()), int((tgt[:, :-1] != config.pad_idx).sum())
+    ffn = lambda n: 2 * n * d * f * 2                                  # chapter 1: the FFN runs on real tokens only
+    fwd = N * (attn(S, S) + ffn(n_src)) + N * (attn(T, T) + attn(T, S) + ffn(n_in)) + 2 * n_out * d * config.tgt_vocab_size
     return 3 * fwd
 
 def matmul_probe(n: int=2048,                 # side of the square matrices
