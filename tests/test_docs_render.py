@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "test-output" / "docs"
 NOTEBOOKS = sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-REQUIRE_FIG_CAPTIONS = False  # set True once every notebook captions its figures (`#| fig-cap:`)
+REQUIRE_FIG_CAPTIONS = True  # set True once every notebook captions its figures (`#| fig-cap:`)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
          "--disable-component-update", "--disable-sync", "--disable-quic", "--disable-dev-shm-usage",
          "--disable-extensions", "--hide-scrollbars", "--mute-audio", "--remote-debugging-pipe"]
