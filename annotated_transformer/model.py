@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/model.html.m
 
 # %% ../nbs/06_model.ipynb #280c83db
 from __future__ import annotations
-import copy, dataclasses
+import copy, dataclasses, warnings
 from dataclasses import dataclass, asdict, field
 import torch
 import torch.nn.functional as F
@@ -168,7 +168,9 @@ def count_parameters(model: nn.Module) -> int:
 def copy_to_torch_transformer(ours: Transformer) -> nn.Transformer:
     "An `nn.Transformer` (batch_first) holding copies of our layer weights (embeddings and generator excluded)."
     c = ours.config
-    t = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff, c.dropout, batch_first=True, norm_first=c.norm_first)
+    with warnings.catch_warnings():  # nn.Transformer warns that pre-norm disables its nested-tensor fast path
+        warnings.simplefilter("ignore")
+        t = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff, c.dropout, batch_first=True, norm_first=c.norm_first)
     if not c.norm_first: t.encoder.norm, t.decoder.norm = None, None
     with torch.no_grad():
         for o, l in zip(ours.encoder.layers, t.encoder.layers):
