@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from .batching import Batch
-from .training import dist_rank_world, unwrap_model
+from .training import dist_rank_world, unwrap_model, _LogitsModel as _Logits  # Transformer -> logits in one forward
 
 # %% auto #0
 __all__ = ['torchrun_command', 'data_parallel_gradients', 'check_replicas_in_sync']
@@ -47,10 +47,6 @@ def data_parallel_gradients(model: nn.Module,       # a `Transformer`
         per_rank.append([p.grad.clone() for p in params])
     model.zero_grad(set_to_none=True)
     return [torch.stack(gs).mean(0) for gs in zip(*per_rank)]            # DDP: all-reduce, divide by world size
-
-class _Logits(nn.Module):
-    def __init__(self, model): super().__init__(); self.model = model
-    def forward(self, b): return self.model.generator.proj(self.model(b.src, b.tgt_in, b.src_mask, b.tgt_mask))
 
 # %% ../nbs/19_distributed.ipynb #0b51a9bf
 @torch.no_grad()
