@@ -40,7 +40,7 @@ def check_mask(mask: torch.Tensor|None, # the mask to check
                shape: tuple,            # the attention-score shape (batch, heads, q_len, k_len)
                name: str="mask",        # name used in the error
               ):
-    "Raise `TypeError` unless `mask` is bool, `ValueError` unless it broadcasts to `shape`."
+    "Raise `TypeError` unless `mask` is bool, `ValueError` unless it has rank ≤ 4 and broadcasts to `shape` (§3.2.3)."
     if mask is None: return
     if mask.dtype != torch.bool:
         raise TypeError(f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}")
@@ -72,10 +72,13 @@ _SDPA_SAFE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2
 
 def fused_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, # as in `scaled_dot_product_attention`
-    mask: torch.Tensor|None=None,  # bool, True = may attend
+    mask: torch.Tensor|None=None,  # bool, True = may attend, rank ≤ 4, broadcastable to (batch, heads, q_len, k_len)
     dropout_p: float=0.0,          # dropout on the attention weights
 ) -> torch.Tensor:                 # (batch, heads, q_len, d_v)
-    "softmax(QKᵀ/√d_k)V through `F.scaled_dot_product_attention`; fully masked rows give zeros."
+    "softmax(QKᵀ/√d_k)V (§3.2.1) through `F.scaled_dot_product_attention`; fully masked rows give zeros; errors as `check_mask`."
+    if mask is not None:
+        check_mask(mask, (*q.shape[:-1], k.shape[-2]))                   # the same masks as the explicit path
+        mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)         # (…, k_len) -> 4-D: SDPA refuses rank 0 and 1
     if mask is not None and not _SDPA_SAFE:  # torch < 2.5 returns NaN for fully masked rows
         ok = mask.any(-1, keepdim=True)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~ok, dropout_p=dropout_p) * ok

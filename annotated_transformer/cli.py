@@ -6,7 +6,8 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"
 
 # %% ../nbs/30_cli.ipynb #d51f8294
 from __future__ import annotations
-import argparse, importlib, os, sys
+import argparse, contextlib, importlib, os, shlex, shutil, signal, sys, threading
+from pathlib import Path
 from . import __version__
 
 # %% auto #0
@@ -51,12 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--data-dir", default=None, help="data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)")
     t.add_argument("--max-steps", type=positive_int, default=None, help="stop after this many optimizer updates")
     t.add_argument("--epochs", type=positive_int, default=None, help="stop after this many epochs")
-    t.add_argument("--seed", type=int, default=0, help="random seed (runs reproduce bit for bit on CPU)")
+    t.add_argument("--seed", type=int, default=None, help="random seed (default 0; with --resume, the run's); runs reproduce bit for bit on one machine")
     t.add_argument("--checkpoint-dir", default=None, help="directory for checkpoints")
     t.add_argument("--save-every", type=positive_int, default=None, help="save a checkpoint every N updates")
     t.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
     t.add_argument("--batch-tokens", type=positive_int, default=None, help="tokens per batch (source + target, padding included)")
-    t.add_argument("--accum-steps", type=positive_int, default=1, help="micro-batches per optimizer update")
+    t.add_argument("--accum-steps", type=positive_int, default=None, help="micro-batches per optimizer update (default 1; with --resume, the run's)")
     t.add_argument("--warmup-steps", type=positive_int, default=None, help="learning-rate warmup (§5.3)")
     t.add_argument("--lr-scale", type=non_negative_float, default=None, help="factor on the §5.3 learning rate")
     t.add_argument("--label-smoothing", type=non_negative_float, default=None, help="ε_ls (§5.4; default 0.1)")
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "translate":
             s.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from stdin)")
         else:
-            s.add_argument("--split", default="test_2016_flickr", help="val, test_2016_flickr, test_2017_flickr, test_2018_flickr")
+            s.add_argument("--split", default=None, help="val, test_2016_flickr (the default), test_2017_flickr, test_2017_mscoco, test_2018_flickr; the shipped sample has val and test")
             s.add_argument("--data-dir", default=None, help="data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)")
             s.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -120,30 +121,107 @@ def _check_checkpoint_dir(args):
     except OSError as e: raise OSError(f"--checkpoint-dir {d} cannot be created: {e.strerror or e}") from None
     if not os.access(d, os.W_OK): raise PermissionError(f"--checkpoint-dir {d} is not writable")
 
-def _interrupted(args):
-    "Name the last checkpoint and how to continue after Ctrl-C."
-    msg = f"annotated-transformer {args.command}: interrupted"
-    d = getattr(args, "checkpoint_dir", None)
-    if args.command == "train" and d:
-        from annotated_transformer.training import latest_checkpoint
-        last = latest_checkpoint(d)
-        if last is not None: msg += f"; the last checkpoint is {last}: continue with the same command plus --resume"
-    print(msg, file=sys.stderr)
-    return 130
+def _rank() -> int:
+    "This process's rank under torchrun, from `RANK` (the process group is gone by the time an error reaches `main`)."
+    try: return int(os.environ.get("RANK", "0"))
+    except ValueError: return 0
+
+def _program(argv_given: bool) -> list[str]: # True: `main(argv)` was called from Python, not from a shell
+    "How this process was started, as words a shell can repeat: the console script, `python -m`, or torchrun."
+    def short(name, path):                   # the bare name where the shell finds this very file under it
+        found = shutil.which(name)
+        return name if found and os.path.abspath(found) == os.path.abspath(path) else str(path)
+    bindir = Path(sys.executable).parent
+    argv0 = "" if argv_given or not sys.argv else sys.argv[0]
+    script = argv0 if os.path.basename(argv0) == "annotated-transformer" else None
+    if "LOCAL_WORLD_SIZE" in os.environ and "TORCHELASTIC_RUN_ID" in os.environ:   # a worker started by torchrun
+        run = [short("torchrun", bindir / "torchrun")]
+        run += (["--standalone", f"--nproc_per_node={os.environ['LOCAL_WORLD_SIZE']}"]
+                if os.environ.get("GROUP_WORLD_SIZE", "1") == "1" else ["<your torchrun options>"])
+        return run + ([script] if script else ["-m", "annotated_transformer"])
+    if argv0.endswith("__main__.py"): return [short("python", sys.executable), "-m", "annotated_transformer"]
+    if script or (bindir / "annotated-transformer").exists(): return [short("annotated-transformer", script or bindir / "annotated-transformer")]
+    return [short("python", sys.executable), "-m", "annotated_transformer"]
+
+def _resume_command(argv: list[str],         # the arguments after the program name
+                    argv_given: bool,         # see `_program`
+                    checkpoint_dir=None,      # the run's directory, added when the command line lacks it
+                   ) -> str:
+    "The command that continues this run: the same one, plus `--resume` (and `--checkpoint-dir` if it was a default)."
+    words = [*_program(argv_given), *argv]
+    if "--resume" not in argv: words.append("--resume")
+    if checkpoint_dir is not None and not any(a == "--checkpoint-dir" or a.startswith("--checkpoint-dir=") for a in argv):
+        words += ["--checkpoint-dir", str(checkpoint_dir)]
+    return shlex.join(words)
+
+def _default_checkpoint_dir(args) -> Path|None:
+    "Where `train` keeps checkpoints when --checkpoint-dir is not given (Multi30k: checkpoints/multi30k-PRESET), if it exists."
+    if args.checkpoint_dir or args.task != "multi30k": return None
+    try:
+        from annotated_transformer.multi30k import default_preset
+        from annotated_transformer.training import default_device
+        d = Path(f"checkpoints/multi30k-{args.preset or default_preset(default_device(args.device))}")
+    except Exception: return None
+    return d if d.is_dir() else None
+
+def _interrupted(args, e: KeyboardInterrupt, argv: list[str], argv_given: bool) -> int:
+    "After SIGINT/SIGTERM: one message from rank 0 naming the signal, what was saved and the command that continues; 128 + signal."
+    signum = int(getattr(e, "signum", signal.SIGINT))
+    head = f"annotated-transformer {args.command}: stopped by {signal.Signals(signum).name}"
+    if _rank() != 0: return 128 + signum
+    if args.command != "train": print(head, file=sys.stderr); return 128 + signum
+    from annotated_transformer.training import latest_checkpoint
+    ckpt, step, forced = getattr(e, "checkpoint", None), getattr(e, "step", None), getattr(e, "forced", True)
+    d = Path(args.checkpoint_dir) if args.checkpoint_dir else ckpt.parent if ckpt is not None else _default_checkpoint_dir(args)
+    if d is not None and (ckpt is None or forced): ckpt = latest_checkpoint(d)
+    if ckpt is not None and not forced: msg = f"{head} after update {step}; saved checkpoint {ckpt}"
+    elif ckpt is not None:
+        msg = (f"{head}{' again before the save finished' if hasattr(e, 'forced') else ''}; "
+               f"the last complete checkpoint is {ckpt} (update {int(ckpt.stem[5:])})")
+    elif d is not None:
+        print(f"{head}; no checkpoint was saved in {d} yet: run the same command again to start over", file=sys.stderr)
+        return 128 + signum
+    else:
+        print(f"{head}{f' after update {step}' if step is not None else ''}; nothing was saved (no --checkpoint-dir). "
+              f"To make a run resumable, start it with --checkpoint-dir DIR: a stopped run then saves its last update, "
+              f"and the same command plus --resume continues it", file=sys.stderr)
+        return 128 + signum
+    print(f"{msg}. Continue with:\n  {_resume_command(argv, argv_given, d if not args.checkpoint_dir else None)}", file=sys.stderr)
+    return 128 + signum
+
+class _Stopped(KeyboardInterrupt):
+    "SIGINT/SIGTERM outside `fit` (which handles them itself): stop the way Ctrl-C stops, knowing the signal."
+    def __init__(self, signum): super().__init__(f"signal {signum}"); self.signum = signum
+
+@contextlib.contextmanager
+def _signals_stop():
+    "While `main` runs (main thread; signals at their defaults): SIGINT/SIGTERM raise `_Stopped`, once: not while stopping."
+    def stop(signum, frame):
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt): return   # stopping already (torchrun's SIGTERM after Ctrl-C)
+        raise _Stopped(signum)
+    prev = {}
+    if threading.current_thread() is threading.main_thread():
+        for s, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+            if signal.getsignal(s) is default: prev[s] = signal.signal(s, stop)
+    try: yield
+    finally:
+        for s, h in prev.items(): signal.signal(s, h)
 
 def main(argv: list[str]|None=None) -> int:
-    "Entry point: parse `argv`, run the chosen subcommand, return its exit status."
+    "Entry point: parse `argv` (default `sys.argv[1:]`), run the chosen subcommand, return its exit status."
     p = build_parser()
+    argv_given, argv = argv is not None, list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
     if args.command is None:
         p.print_help(); return 0
     target = HANDLERS.get((args.command, getattr(args, "task", None)))
     mod, fn = target.split(":")
-    try:
-        _check_device(getattr(args, "device", None))
-        _check_checkpoint_dir(args)
-        return getattr(importlib.import_module(mod), fn)(args) or 0
-    except KeyboardInterrupt: return _interrupted(args)
-    except (ValueError, TypeError, OSError, RuntimeError) as e:
-        print(f"annotated-transformer {args.command}: error: {e}", file=sys.stderr)
-        return 1
+    with _signals_stop():
+        try:
+            _check_device(getattr(args, "device", None))
+            _check_checkpoint_dir(args)
+            return getattr(importlib.import_module(mod), fn)(args) or 0
+        except KeyboardInterrupt as e: return _interrupted(args, e, argv, argv_given)   # a second signal is ignored here
+        except (ValueError, TypeError, OSError, RuntimeError) as e:
+            if _rank() == 0: print(f"annotated-transformer {args.command}: error: {e}", file=sys.stderr)  # once, not per rank
+            return 1

@@ -14,11 +14,12 @@ from .batching import collate_batch, token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
 from .training import (TrainState, fit, seed_everything, distributed_session, latest_checkpoint,
-                                            checkpoint_path)
+                                            checkpoint_path, load_checkpoint, check_config, dist_rank_world)
 
 # %% auto #0
-__all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'copy_sequence', 'copy_pairs', 'held_out_pairs', 'exact_match',
-           'train_copy', 'train_copy_command']
+__all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'COPY_RECIPE_FLAGS', 'copy_sequence',
+           'copy_pairs', 'held_out_pairs', 'exact_match', 'copy_margin', 'check_copy_recipe', 'train_copy',
+           'train_copy_command']
 
 # %% ../nbs/12_copy_task.ipynb #c0b76b8f
 COPY_VOCAB_SIZE = 14          # 4 special tokens + 10 symbols
@@ -74,11 +75,49 @@ def exact_match(model: Transformer,        # a trained copy model
     model.train(was_training)
     return ok, len(pairs)
 
+# %% ../nbs/12_copy_task.ipynb #8d0f3b61
+@torch.no_grad()
+def copy_margin(model: Transformer,        # a copy model
+                pairs: list,               # (src, tgt) pairs
+                batch_size: int=500,       # sequences scored together
+               ) -> torch.Tensor:          # (n_pairs,) float32, nats
+    "Per pair, the smallest gap log p(right token) − max log p(wrong token) over its target positions (teacher forced)."
+    was_training = model.training; model.eval()
+    device = next(model.parameters()).device
+    out = []
+    for i in range(0, len(pairs), batch_size):
+        b = collate_batch(pairs[i:i + batch_size]).to(device)
+        logits = model.generator.proj(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)).float() # (batch, tgt_len, V)
+        right = logits.gather(-1, b.tgt_out[..., None])[..., 0]                                # (batch, tgt_len)
+        wrong = logits.scatter(-1, b.tgt_out[..., None], float("-inf")).amax(-1)               # (batch, tgt_len)
+        gap = (right - wrong).masked_fill(b.tgt_out == b.pad_idx, float("inf"))               # padding never decides
+        out.append(gap.amin(-1).cpu())                                                        # (batch,)
+    model.train(was_training)
+    return torch.cat(out)
+
+# %% ../nbs/12_copy_task.ipynb #a7d5e3c2
+COPY_MAX_STEPS = 2000          # the recipe's updates (the CLI's default --max-steps)
+COPY_RECIPE_FLAGS = {              # recipe entry -> its command-line flag; a resumed run must match the checkpoint's
+    "seed": "--seed", "preset": "--preset", "batch_tokens": "--batch-tokens", "warmup_steps": "--warmup-steps",
+    "lr_scale": "--lr-scale", "label_smoothing": "--label-smoothing", "clip_grad": "--clip-grad",
+    "n_train": "--max-train-pairs", "accum_steps": "--accum-steps", "dropout": "dropout",
+    "world_size": "torchrun --nproc_per_node"}
+
+def check_copy_recipe(saved: dict,          # the checkpoint's `extra["recipe"]`
+                      recipe: dict,         # this run's
+                      name: str="checkpoint", # used in the message
+                     ):
+    "Raise `ValueError` naming every recipe entry (by its flag) in which a resumed run differs from its checkpoint."
+    diff = [f"{COPY_RECIPE_FLAGS.get(k, k)} {saved[k]} in the checkpoint vs {v} here"
+            for k, v in recipe.items() if k in saved and saved[k] != v]
+    if diff: raise ValueError(f"--resume: {name} was trained with another recipe: " + "; ".join(diff) +
+                              " (repeat the checkpoint's values, or start a new run in another --checkpoint-dir)")
+
 # %% ../nbs/12_copy_task.ipynb #6181ef46
-def train_copy(max_steps: int=1000,        # optimizer updates
+def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: run `epochs` epochs)
                seed: int=0,                 # seeds the model, the data and the batch order
                preset: str="tiny",          # model preset
-               batch_tokens: int=1200,      # token budget per batch (per process)
+               batch_tokens: int=2400,      # token budget per batch (per process)
                warmup_steps: int=50,        # §5.3 warmup
                lr_scale: float=0.25,        # factor on the §5.3 schedule
                label_smoothing: float=0.1,  # ε_ls (§5.4)
@@ -88,20 +127,39 @@ def train_copy(max_steps: int=1000,        # optimizer updates
                device=None,                 # default: cpu, or this process's GPU under torchrun
                **fit_kwargs,                # passed to `fit`: epochs, accum_steps, precision, checkpoint_dir, save_every, resume_from, progress, ...
               ) -> tuple[Transformer, TrainState, list]: # the model, its train state, the training pairs
-    "Train a Transformer on the copy task with `fit`; returns the model, the train state and the training data."
+    "Train a Transformer on the copy task with `fit` (§5); refuses to resume a checkpoint of another recipe (`ValueError`)."
     if device is None: device = "cpu"
     device = torch.device(device)
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
+    recipe = dict(seed=seed, preset=preset, batch_tokens=batch_tokens, warmup_steps=warmup_steps, lr_scale=lr_scale,
+                  label_smoothing=label_smoothing, clip_grad=clip_grad, n_train=n_train, dropout=dropout,
+                  accum_steps=fit_kwargs.get("accum_steps", 1), world_size=dist_rank_world()[1])
     seed_everything(seed)
     model = create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, preset, dropout=dropout).to(device)
+    if (ck := fit_kwargs.get("resume_from")) is not None: _check_resume(ck, model, recipe)
     opt = make_optimizer(model)
     sched = make_scheduler(opt, model.config.d_model, warmup_steps, lr_scale)
     train = copy_pairs(n_train, seed)
     loader = token_batch_loader(train, batch_tokens, seed=seed)
     loss = LabelSmoothingLoss(COPY_VOCAB_SIZE, label_smoothing, PAD_IDX)
-    fit_kwargs.setdefault("extra", {"task": "copy", "seed": seed, "n_train": n_train})
+    fit_kwargs.setdefault("extra", {"task": "copy", "recipe": recipe})
     state = fit(model, loader, opt, sched, loss, max_steps=max_steps, clip_grad=clip_grad, device=device, **fit_kwargs)
     return model, state, train
+
+def _check_resume(ck, model, recipe):
+    "The checkpoint must be a copy-task run of this recipe (its model config checked too, with the flag named)."
+    name = str(ck) if not isinstance(ck, dict) else "checkpoint"
+    if not isinstance(ck, dict): ck = load_checkpoint(ck)
+    extra = ck.get("extra") or {}
+    if extra.get("task", "copy") != "copy" or "vocab" in extra:
+        raise ValueError(f"--resume: {name} is not a copy-task checkpoint (task={extra.get('task', 'translation')!r})")
+    saved = extra.get("recipe") or {k: extra[k] for k in ("seed", "n_train") if k in extra}    # older checkpoints
+    if saved.get("preset", recipe["preset"]) != recipe["preset"]:                               # name the flag first
+        try: check_config(ck["config"], model.config, name); why = ""
+        except ValueError as e: why = f": {e}"
+        raise ValueError(f"--resume: --preset {saved['preset']} in the checkpoint vs {recipe['preset']} here{why}")
+    check_config(ck["config"], model.config, name)
+    check_copy_recipe(saved, recipe, name)
 
 # %% ../nbs/12_copy_task.ipynb #9fdd95bb
 def train_copy_command(args) -> int:
@@ -112,26 +170,33 @@ def train_copy_command(args) -> int:
     if args.resume:
         resume_from = latest_checkpoint(args.checkpoint_dir)
         if resume_from is None: raise FileNotFoundError(f"--resume: no checkpoint (step_*.pt) in {args.checkpoint_dir}")
-    max_steps = args.max_steps if args.max_steps is not None else (None if args.epochs else 1000)
+    saved = ((load_checkpoint(resume_from).get("extra") or {}).get("recipe") or {}) if resume_from else {}
+    seed = args.seed if args.seed is not None else saved.get("seed", 0)                  # unset: the run's, else 0
+    accum_steps = args.accum_steps if args.accum_steps is not None else saved.get("accum_steps", 1)
+    max_steps = args.max_steps if args.max_steps is not None else (None if args.epochs else COPY_MAX_STEPS)
     kw = {k: v for k, v in dict(preset=args.preset, batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
                                 lr_scale=args.lr_scale, label_smoothing=args.label_smoothing, clip_grad=args.clip_grad,
                                 n_train=args.max_train_pairs).items() if v is not None}
     with distributed_session(args.device if args.device else "cpu") as ctx:
         t0 = time.perf_counter()
-        model, state, train = train_copy(max_steps=max_steps, seed=args.seed, device=ctx.device, epochs=args.epochs,
-                                         accum_steps=args.accum_steps, precision=args.precision,
+        model, state, train = train_copy(max_steps=max_steps, seed=seed, device=ctx.device, epochs=args.epochs,
+                                         accum_steps=accum_steps, precision=args.precision,
                                          checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
                                          resume_from=resume_from, progress=True, **kw)
         seconds = time.perf_counter() - t0
-        ok, n = exact_match(model, held_out_pairs(100, train, args.seed))
+        held = held_out_pairs(1000, train, seed)
+        ok, n = exact_match(model, held)
+        margin = float(copy_margin(model, held).min())
         if ctx.is_main:
             last = checkpoint_path(args.checkpoint_dir, state.step) if args.checkpoint_dir else None
-            result = {"task": "copy", "exact_match": ok / n, "correct": ok, "total": n, "steps": state.step,
-                      "epochs": state.epoch, "tokens": state.tokens,
+            result = {"task": "copy", "exact_match": ok / n, "correct": ok, "total": n, "min_margin": round(margin, 4),
+                      "steps": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0), # run, the last maybe partial
+                      "tokens": state.tokens,
                       "train_loss": state.train_loss[-1][1] if state.train_loss else None, "seconds": round(seconds, 2),
-                      "seed": args.seed, "precision": args.precision, "world_size": ctx.world_size,
+                      "seed": seed, "precision": args.precision, "world_size": ctx.world_size,
+                      "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                       "checkpoint": str(last) if last else None}
             if args.json: print(json.dumps(result))
-            else: print(f"copy task: exact match {ok}/{n} = {ok / n:.1%} on held-out sequences after {state.step} updates "
-                        f"({seconds:.0f} s)")
+            else: print(f"copy task: exact match {ok}/{n} = {ok / n:.1%} on held-out sequences, smallest margin "
+                        f"{margin:.2f} nats, after {state.step} updates ({seconds:.0f} s)")
     return 0

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/data.html.md
 
 # %% ../nbs/13_data.ipynb #04b55560
 from __future__ import annotations
-import functools, gzip, hashlib, json, os, sys, tempfile, urllib.error, urllib.request
+import functools, gzip, hashlib, importlib.resources, json, os, sys, tempfile, urllib.error, urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -14,10 +14,11 @@ import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX, SPECIAL_TOKENS
 
 # %% auto #0
-__all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS', 'SPLITS', 'SHA256', 'SPACE', 'VOCAB_FORMAT',
-           'default_cache_dir', 'resolve_data_dir', 'split_files', 'download_multi30k', 'read_lines', 'read_parallel',
-           'ensure_splits', 'load_split', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'Vocab', 'WordCodec',
-           'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs']
+__all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS', 'SPLITS', 'SHA256', 'SAMPLE_DIR',
+           'SAMPLE_SPLITS', 'MULTI30K_HOWTO', 'SPACE', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir',
+           'split_files', 'in_ci', 'find_multi30k', 'default_test_split', 'download_multi30k', 'read_lines',
+           'read_parallel', 'ensure_splits', 'load_split', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'Vocab',
+           'WordCodec', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs']
 
 # %% ../nbs/13_data.ipynb #79fad637
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -65,12 +66,6 @@ def resolve_data_dir(data_dir: str|os.PathLike|None=None, # a data root or the m
     raise FileNotFoundError(f"data directory {root} (from {origin}) holds neither a multi30k/ folder nor Multi30k files "
                             f"such as train.de.gz, train.en.gz, val.de.gz (plain or gzipped)")
 
-# %% ../nbs/13_data.ipynb #664b0ba2
-def _fetch_url(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=60) as r: return r.read()
-
-def _sha256(data: bytes) -> str: return hashlib.sha256(data).hexdigest()
-
 def split_files(split: str,                 # one of SPLITS (or any name, for a custom folder)
                 folder: str|os.PathLike,    # the folder holding the files
                ) -> tuple[Path, Path]|None: # (source, target) paths, or None when either is absent
@@ -82,6 +77,47 @@ def split_files(split: str,                 # one of SPLITS (or any name, for a 
         if not found: return None
         paths.append(found[0])
     return tuple(paths)
+
+
+# %% ../nbs/13_data.ipynb #487a183b
+SAMPLE_DIR = Path(str(importlib.resources.files("annotated_transformer"))) / "sample-data" / "tatoeba-de-en"
+SAMPLE_SPLITS = {"train": 1600, "val": 200, "test": 200}  # split -> sentence pairs of the shipped Tatoeba sample
+MULTI30K_HOWTO = (f"set ${DATA_ENV} (or pass --data-dir) to a folder holding multi30k/, or let "
+                  f"`annotated-transformer train` download it into the cache (${DATA_URL_ENV} points the download "
+                  f"at a mirror or a file:// folder)")
+
+def in_ci() -> bool:
+    "Whether this runs under continuous integration (`CI=true`, as GitHub Actions sets it)."
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+def find_multi30k(splits: Iterable[str]=("train", "val", "test_2016_flickr"), # the splits that must be there
+                  quiet: bool=False,  # no note on stderr when Multi30k is absent
+                 ) -> Path|None:      # the folder holding the files, or None
+    "Multi30k's folder on this machine ($ANNOTATED_TRANSFORMER_DATA, else a filled cache) or None; never downloads. Raises under CI=true without a data root."
+    if os.environ.get(DATA_ENV):                         # configured: it must be right
+        folder = resolve_data_dir()[0]
+        missing = [s for s in splits if split_files(s, folder) is None]
+        if missing: raise FileNotFoundError(f"${DATA_ENV}: {folder} lacks the Multi30k split(s) {', '.join(missing)}")
+        return folder
+    if in_ci(): raise RuntimeError(f"CI=true but ${DATA_ENV} is not set: CI runs the full-data checks, so it must "
+                                   f"pass the data root (a folder holding multi30k/)")
+    folder = default_cache_dir()
+    if all(split_files(s, folder) for s in splits): return folder
+    if not quiet: print(f"Multi30k is not on this machine ({MULTI30K_HOWTO}); using the shipped Tatoeba sample", file=sys.stderr)
+    return None
+
+def default_test_split(folder: str|os.PathLike, # a data folder
+                      ) -> str:
+    "The split scored by default: Multi30k's `test_2016_flickr`, or `test` in a folder that only has that (the sample)."
+    only_test = split_files("test_2016_flickr", folder) is None and split_files("test", folder) is not None
+    return "test" if only_test else "test_2016_flickr"
+
+
+# %% ../nbs/13_data.ipynb #664b0ba2
+def _fetch_url(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=60) as r: return r.read()
+
+def _sha256(data: bytes) -> str: return hashlib.sha256(data).hexdigest()
 
 def download_multi30k(folder: str|os.PathLike,          # where to write the files (the cache)
                       splits: Iterable[str]=tuple(SPLITS), # which splits to fetch
@@ -119,7 +155,8 @@ def download_multi30k(folder: str|os.PathLike,          # where to write the fil
         raise FileNotFoundError(
             f"Multi30k files are missing and could not be downloaded from {base_url}:\n{lines}\n"
             f"Put the official files (multi30k/dataset, data/task1/raw/) into {folder}, "
-            f"or point --data-dir or ${DATA_ENV} at a folder that holds them (or holds multi30k/ with them).")
+            f"or point --data-dir or ${DATA_ENV} at a folder that holds them (or holds multi30k/ with them), "
+            f"or set ${DATA_URL_ENV} to another host that serves them (a mirror's URL, or file:///path/to/folder/).")
     return folder
 
 # %% ../nbs/13_data.ipynb #d0b69417
@@ -158,15 +195,17 @@ def ensure_splits(splits: Iterable[str],                 # e.g. ("train", "val",
     "Check (and, in the cache, download) the files of `splits`; one error names all missing files."
     splits = list(splits)
     for s in splits:
-        if s not in SPLITS: raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)}")
+        if s not in SPLITS and s not in SAMPLE_SPLITS:
+            raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)}")
     folder, is_cache = resolve_data_dir(data_dir)
     missing = [s for s in splits if split_files(s, folder) is None]
     if not missing: return folder
     names = ", ".join(f"{s}.{l}.gz" for s in missing for l in LANGS)
     if not is_cache:
-        raise FileNotFoundError(f"{folder} lacks {names} (plain files without .gz also work); "
-                                f"put the official files from {MULTI30K_URL} there")
-    if not download: raise FileNotFoundError(f"{names} not found in {folder}")
+        raise FileNotFoundError(f"{folder} lacks {names} (plain files without .gz also work); put the official "
+                                f"files from {MULTI30K_URL} there, or leave --data-dir and ${DATA_ENV} unset to "
+                                f"download them into the cache (${DATA_URL_ENV} points the download at another host)")
+    if not download: raise FileNotFoundError(f"{names} not found in {folder}; {MULTI30K_HOWTO}")
     return download_multi30k(folder, missing)
 
 def load_split(split: str,                               # "train", "val", "test_2016_flickr", ...
@@ -174,7 +213,7 @@ def load_split(split: str,                               # "train", "val", "test
                max_pairs: int|None=None,                 # keep only the first `max_pairs` pairs
                download: bool=True,                      # fill the cache when files are missing
               ) -> list[tuple[str, str]]:                # (German, English) sentence pairs
-    "Multi30k task 1 `split` as (de, en) raw sentence pairs."
+    "Multi30k task 1 `split` (or a split of another folder, e.g. `SAMPLE_DIR`) as (de, en) raw sentence pairs."
     folder = ensure_splits([split], data_dir, download)
     pairs = read_parallel(*split_files(split, folder))
     return pairs[:max_pairs] if max_pairs else pairs

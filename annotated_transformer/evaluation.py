@@ -30,17 +30,27 @@ class BleuResult:
     def to_dict(self) -> dict: return asdict(self)
 
 def corpus_bleu(hypotheses: Sequence[str], # detokenized system output, one per sentence
-                references: Sequence[str], # the raw reference lines, same order
+                references: Sequence[str]|Sequence[Sequence[str]], # raw references: one per sentence, or several streams of them
                ) -> BleuResult:
-    "sacreBLEU corpus BLEU (13a tokenization, cased) and its signature."
+    "sacreBLEU corpus BLEU (13a tokenization, cased) against one or several reference streams (`nrefs` in the signature)."
     from sacrebleu.metrics import BLEU
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    if not references: raise ValueError("no sentences to score")
+    if isinstance(hypotheses, str): raise TypeError("hypotheses must be a sequence of strings (one per sentence), not one str")
+    refs, n = list(references), len(hypotheses)
+    if all(isinstance(r, str) for r in refs):           # one reference per sentence: a single stream
+        if len(refs) != n: raise ValueError(f"{n} hypotheses but {len(refs)} references")
+        streams = [refs]
+    else:                                               # several streams, each with one reference per sentence
+        if not all(isinstance(s, Sequence) and not isinstance(s, str) and all(isinstance(r, str) for r in s) for s in refs):
+            raise TypeError("references must be strings (one per sentence) or reference streams (lists of strings), not a mix")
+        streams = [list(s) for s in refs]
+        for i, s in enumerate(streams):
+            if len(s) != n: raise ValueError(f"reference stream {i} has {len(s)} references but there are {n} hypotheses")
+    if n == 0: raise ValueError("no sentences to score")
     bleu = BLEU()
-    r = bleu.corpus_score(list(hypotheses), [list(references)])
+    r = bleu.corpus_score(list(hypotheses), streams)
     details = str(r).split(" ", 3)[-1]      # after "BLEU = xx.xx"
-    return BleuResult(float(r.score), str(bleu.get_signature()), details, len(hypotheses))
+    return BleuResult(float(r.score), str(bleu.get_signature()), details, n)
+
 
 # %% ../nbs/15_evaluation.ipynb #cd7e8e2c
 def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline

@@ -1,4 +1,4 @@
-"""Beyond §5.2 — long runs die and files get damaged: a killed training run resumes where it stopped, bit for bit; bad checkpoints, bad data and bad input are refused with a message that names the file and the problem.
+"""Beyond §5.2 — long runs die and files get damaged: a stopped training run saves the update it was on, a killed one keeps its last checkpoint, and either resumes bit for bit; bad checkpoints, bad data and bad input are refused with a message that names the file and the problem.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/when_things_go_wrong.html.md"""
 

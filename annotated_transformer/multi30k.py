@@ -17,13 +17,15 @@ from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
 from .training import (fit, seed_everything, distributed_session, load_checkpoint, save_checkpoint,
     model_from_checkpoint, list_checkpoints, latest_checkpoint)
-from .data import SPLITS, ensure_splits, load_split, build_codec, codec_from_dict, encode_pairs
+from .data import (SPLITS, ensure_splits, load_split, build_codec, codec_from_dict, encode_pairs,
+    resolve_data_dir, default_test_split)
 from .decoding import average_checkpoints
 from .evaluation import translate, evaluate_bleu
 
 # %% auto #0
-__all__ = ['RECIPES', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'train_multi30k', 'load_translator',
-           'train_command', 'translate_command', 'evaluate_command', 'average_command', 'bleu_sweep', 'plot_bleu_sweep']
+__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'resumed_recipe',
+           'train_multi30k', 'load_translator', 'train_command', 'translate_command', 'evaluate_command',
+           'average_command', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -40,7 +42,7 @@ class Multi30kRecipe:
     lr_scale: float = 0.7         # factor on the §5.3 learning rate
     label_smoothing: float = 0.1  # ε_ls (§5.4)
     clip_grad: float|None = None  # gradient-norm clipping (not in the paper)
-    epochs: int = 15              # passes over the training data
+    epochs: int = 7               # passes over the training data (the run this chapter reports)
     save_every: int = 100         # updates between checkpoints
     average: int = 5              # average the last this-many checkpoints (§6.1)
     beam_size: int = 4            # §6.1
@@ -78,6 +80,29 @@ def default_preset(device: torch.device) -> str:
     "The recipe fitted to the hardware: `base` on a GPU, `small` on a CPU."
     return "base" if device.type == "cuda" else "small"
 
+# %% ../nbs/16_multi30k.ipynb #ce1cf640
+RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "alpha")  # recipe fields a resumed run applies
+
+def _flag(key): return "--" + {"model": "preset"}.get(key, key).replace("_", "-")
+
+def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, preset, seed, max_train_pairs, vocab
+                   asked: dict,  # what the caller asks for (preset, seed, max_train_pairs, recipe fields); None: not asked
+                   where,        # the checkpoint, named in errors
+                  ) -> tuple[Multi30kRecipe, dict]: # the recipe to continue with; the run's preset, seed and max_train_pairs
+    "The checkpoint's recipe with the fields that may change applied; a different value for any other field is refused."
+    if "recipe" not in extra or "vocab" not in extra:
+        raise ValueError(f"{where} is not a Multi30k checkpoint (no recipe/vocabulary in extra)")
+    run = {k: extra[k] for k in ("preset", "seed", "max_train_pairs") if k in extra}
+    have = {**run, **extra["recipe"]}
+    for k, v in asked.items():
+        if v is None or k in RESUME_MAY_CHANGE or k not in have or v == have[k]: continue
+        raise ValueError(f"--resume: {_flag(k)} {v} was asked for, but the run in {Path(where).parent} was made with "
+                         f"{_flag(k)} {'(none)' if have[k] is None else have[k]}; a resumed run keeps its recipe: "
+                         f"drop {_flag(k)} (or give the run's value), or start a new run in another --checkpoint-dir")
+    recipe = Multi30kRecipe.from_dict({**extra["recipe"], **{k: v for k, v in asked.items() if k in RESUME_MAY_CHANGE and v is not None}})
+    return recipe, {k: run.get(k, asked.get(k)) for k in ("preset", "seed", "max_train_pairs")}
+
+
 # %% ../nbs/16_multi30k.ipynb #ffbf03a6
 def train_multi30k(preset: str|None=None,                 # a key of RECIPES; None: fitted to the device
                    checkpoint_dir: str|os.PathLike|None=None, # default: checkpoints/multi30k-PRESET
@@ -86,20 +111,21 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                    max_steps: int|None=None,               # stop after this many updates in total
                    epochs: int|None=None,                  # stop after this many epochs (default: the recipe's)
                    max_train_pairs: int|None=None,         # use only the first N training pairs
-                   seed: int=0,                            # seeds the model, dropout and batch order
+                   seed: int|None=None,                    # seeds the model, dropout and batch order (None: 0; resuming: the run's)
                    device: str|None=None,                  # default: cuda if available, else cpu
                    precision: str="fp32",                  # "fp32", "bf16", "fp16" (chapter 11)
-                   evaluate_splits: tuple=("val", "test_2016_flickr"), # scored with beam search at the end
+                   evaluate_splits: tuple|None=None,       # scored with beam search at the end (None: val and the test split)
                    max_eval_sentences: int|None=None,      # score only the first N sentences of each split
                    progress: bool=True,                    # tqdm bars on stderr
                    log=None,                               # callable for messages (default: print to stderr)
-                   **overrides,                            # any `Multi30kRecipe` field
+                   **overrides,                            # any `Multi30kRecipe` field (resuming: see `resumed_recipe`)
                   ) -> dict:                               # results: BLEU, signature, times, paths, examples
     "Train the Transformer on Multi30k de→en, average the last checkpoints, score with sacreBLEU."
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     t_start = time.perf_counter()
     with distributed_session(device) as ctx:
         dev = ctx.device
+        asked = {"preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
         preset = preset or default_preset(dev)
         if preset not in RECIPES: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(RECIPES)}")
         ckpt_dir = Path(checkpoint_dir or f"checkpoints/multi30k-{preset}")
@@ -108,19 +134,19 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             raise ValueError(f"{ckpt_dir} already holds checkpoints of a run (latest {existing.name}); "
                              f"pass --resume to continue it, or choose another --checkpoint-dir")
         if resume and existing is None: raise ValueError(f"--resume: no checkpoint (step_*.pt) in {ckpt_dir}")
+        if existing is not None:                           # resuming: the run's own recipe, vocabulary, seed and data
+            ck = load_checkpoint(existing)
+            recipe, run = resumed_recipe(ck.get("extra") or {}, asked, existing)
+            codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
+            preset, seed, max_train_pairs = run["preset"] or preset, run["seed"], run["max_train_pairs"]
+            del ck
+        seed = 0 if seed is None else seed
+        folder = resolve_data_dir(data_dir)[0]
+        if evaluate_splits is None: evaluate_splits = ("val", default_test_split(folder))
         ensure_splits(("train", "val", *evaluate_splits), data_dir)   # all files first: one error names every missing one
         train_pairs = load_split("train", data_dir, max_train_pairs)
         val_pairs = load_split("val", data_dir)
-        if existing is not None:                           # resuming: the run's own recipe and vocabulary
-            ck = load_checkpoint(existing)
-            saved = (ck.get("extra") or {})
-            if "recipe" not in saved or "vocab" not in saved:
-                raise ValueError(f"{existing} is not a Multi30k checkpoint (no recipe/vocabulary in extra)")
-            recipe = Multi30kRecipe.from_dict({**saved["recipe"], **{k: v for k, v in overrides.items() if k in ("epochs", "save_every")}})
-            codec = codec_from_dict(saved["vocab"], ck["config"])
-            preset, seed = saved.get("preset", preset), saved.get("seed", seed)
-            del ck
-        else:
+        if existing is None:
             recipe = Multi30kRecipe.from_dict({**RECIPES[preset].to_dict(), **overrides})
             if recipe.vocab not in ("bpe", "word"): raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")
             t = time.perf_counter()
@@ -147,7 +173,8 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
         def prune(state):                                   # keep only the checkpoints that may be averaged
             if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
                 for p in list_checkpoints(ckpt_dir)[:-keep]: p.unlink(missing_ok=True)
-        extra = {"task": "multi30k", "preset": preset, "seed": seed, "recipe": recipe.to_dict(), "vocab": codec.to_dict()}
+        extra = {"task": "multi30k", "preset": preset, "seed": seed, "max_train_pairs": max_train_pairs,
+                 "recipe": recipe.to_dict(), "vocab": codec.to_dict()}
         t_train = time.perf_counter()
         state = fit(model, loader, opt, sched, loss_fn, max_steps=total, epochs=n_epochs, val_loader=val_loader,
                     accum_steps=recipe.accum_steps, clip_grad=recipe.clip_grad, precision=precision, device=dev,
@@ -165,7 +192,8 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             candidates.insert(0, ("averaged", m_avg, save_checkpoint(ckpt_dir / "averaged.pt", m_avg,
                                                                     train_state=avg["train_state"], extra=avg["extra"])))
             del avg
-        results = {"task": "multi30k", "preset": preset, "recipe": recipe.to_dict(), "device": str(dev),
+        results = {"task": "multi30k", "preset": preset, "seed": seed, "recipe": recipe.to_dict(), "device": str(dev),
+                   "data": str(folder), "evaluated": list(evaluate_splits),
                    "hardware": hardware_summary(dev), "parameters": count_parameters(model),
                    "src_vocab_size": codec.src_vocab_size, "tgt_vocab_size": codec.tgt_vocab_size,
                    "train_pairs": len(train_data), "updates": state.step, "epochs": state.epoch, "tokens": state.tokens,
@@ -221,7 +249,7 @@ def train_command(args) -> int:
                                        lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
                                        clip_grad=args.clip_grad, save_every=args.save_every,
                                        vocab=getattr(args, "vocab", None), beam_size=args.beam_size).items() if v is not None}
-    if args.accum_steps != 1: overrides["accum_steps"] = args.accum_steps
+    if getattr(args, "accum_steps", None) not in (None, 1): overrides["accum_steps"] = args.accum_steps
     res = train_multi30k(args.preset, args.checkpoint_dir, args.data_dir, args.resume, args.max_steps, args.epochs,
                          args.max_train_pairs, args.seed, args.device, args.precision, **overrides)
     if not res: return 0                                     # a non-main rank of a distributed run
@@ -234,7 +262,7 @@ def train_command(args) -> int:
             print(f"val BLEU of the average of {len(res['averaged'])} checkpoints {res['val_bleu_averaged']:.2f}, "
                   f"of the last checkpoint {res['val_bleu_last']:.2f}: keeping the {res['selected']} model")
         print(f"model: {res['checkpoint']}")
-        for split in ("val", "test_2016_flickr"):
+        for split in res["evaluated"]:
             if f"{split}_bleu" in res: print(f"{split}: BLEU = {res[f'{split}_bleu']:.2f}")
         print(f"sacreBLEU signature: {res['signature']} (beam {res['recipe']['beam_size']}, α {res['recipe']['alpha']})")
     return 0
@@ -270,6 +298,7 @@ def translate_command(args) -> int:
 
 def evaluate_command(args) -> int:
     "`annotated-transformer evaluate`: sacreBLEU of a checkpoint on a Multi30k split, with the signature."
+    if getattr(args, "split", None) is None: args.split = default_test_split(resolve_data_dir(args.data_dir)[0])
     ensure_splits([args.split], args.data_dir)
     model, codec, ck = load_translator(args.checkpoint, _device(args))
     pairs = load_split(args.split, args.data_dir)

@@ -45,7 +45,9 @@ class NoamSchedule:
         noam_rate(0, d_model, warmup_steps, scale)                    # validate now, not at the first step
         if not scale >= 0: raise ValueError(f"scale={scale} must be at least 0")
         self.d_model, self.warmup_steps, self.scale = d_model, warmup_steps, scale
-    def __call__(self, step: int) -> float: return noam_rate(step, self.d_model, self.warmup_steps, self.scale)
+    def __call__(self, done: int) -> float: # `LambdaLR`'s count of scheduler steps so far (0 before update 1)
+        "The rate of the next update, number `done + 1`: §5.3's step_num counts updates from 1."
+        return noam_rate(done + 1, self.d_model, self.warmup_steps, self.scale)
 
 def make_scheduler(optimizer: torch.optim.Optimizer, # built with lr=1.0 (see `make_optimizer`)
                    d_model: int,                      # model width

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/performance.
 
 # %% ../nbs/18_performance.ipynb #15b62024
 from __future__ import annotations
-import copy, json, math, os, re, statistics, subprocess, sys, time, types
+import copy, json, math, os, re, statistics, subprocess, sys, textwrap, time, types
 from contextlib import nullcontext
 import torch
 import torch.nn.functional as F
@@ -15,13 +15,14 @@ from .attention import *
 from .embeddings import *
 from .model import *
 from .why_self_attention import *
+from .training import bf16_native, bf16_slowdown, cpu_summary
 
 # %% auto #0
 __all__ = ['BENCH_VOCAB', 'LEVERS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'synthetic_batch', 'TorchTransformerModel',
            'TrainStep', 'train_step_flops', 'matmul_probe', 'training_throughput', 'lever_speedups',
-           'profile_breakdown', 'decode_speedup', 'bf16_speedup', 'cpu_peak_memory_supported', 'step_peak_memory',
-           'peak_memory', 'attention_scaling', 'hardware_info', 'run_benchmarks', 'format_report', 'bench_command',
-           'plot_bench']
+           'profile_breakdown', 'decode_speedup', 'bf16_speedup', 'bf16_skip_reason', 'cpu_peak_memory_supported',
+           'step_peak_memory', 'peak_memory', 'attention_scaling', 'hardware_info', 'run_benchmarks', 'bench_machine',
+           'format_report', 'bench_command', 'plot_bench']
 
 # %% ../nbs/18_performance.ipynb #3f4460b2
 BENCH_VOCAB = 8000  # about the size of each Multi30k vocabulary
@@ -283,6 +284,15 @@ def bf16_speedup(preset: str="small",
                 matmul_speedup=median_ratio(times, "matmul fp32", "matmul bf16"),
                 tokens_per_s={k: f.tokens / statistics.median(times[k]) for k, f in fns.items()})
 
+# %% ../nbs/18_performance.ipynb #5b2f1e07
+def bf16_skip_reason(device=None, # where the benchmark runs: "cpu", "cuda", …
+                    ) -> str|None:  # why bf16 is not timed here, or None to time it
+    "One line on why the bf16 benchmark is skipped on this CPU (it emulates bf16: the measured slowdown), or None on native bf16 or a GPU."
+    if torch.device(device or "cpu").type != "cpu" or bf16_native(): return None
+    return (f"this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or AMX) emulates bf16: a bf16 matmul took "
+            f"{bf16_slowdown():.1f}x the time of fp32 here, so bf16 training is slower, not faster, and timing it would take "
+            f"many minutes to show only the emulation (run_benchmarks(bf16=True) times it anyway)")
+
 # %% ../nbs/18_performance.ipynb #e9e04550
 def _status_kb(field):
     return int(re.search(rf"^{field}:\s+(\d+) kB", open("/proc/self/status").read(), re.M).group(1))
@@ -358,7 +368,7 @@ def attention_scaling(ns: list=(16, 32, 64, 128, 256, 512, 1024), # lengths at f
 BENCH_SIZES = {
     "full": dict(presets=("small", "base"), batch_size=32, src_len=32, tgt_len=32, vocab_size=BENCH_VOCAB, repeats=4,
                  probe_n=2048, overrides={}, memory_presets=("tiny", "small", "base"),
-                 decode=dict(preset="small", steps=(16, 32, 64, 128), batch_size=64, src_len=32, repeats=2),
+                 decode=dict(preset="small", steps=(16, 32, 64), batch_size=64, src_len=32, repeats=2),  # 128 on a GPU only
                  scaling=dict(ns=(16, 32, 64, 128, 256, 512, 1024), d=256, ds=(64, 128, 256, 512, 1024), n=128, batch_size=4, repeats=3)),
     "quick": dict(presets=("small", "base"), batch_size=4, src_len=8, tgt_len=8, vocab_size=256, repeats=2,
                   probe_n=256, overrides=dict(n_layers=1), memory_presets=("tiny", "small", "base"),
@@ -386,22 +396,28 @@ def hardware_info(device=None) -> dict:
 def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few seconds, numbers meaningless
                    device=None,        # "cpu", "cuda", …; default cuda if available
                    log=None,           # callable taking a progress message (e.g. print to stderr)
-                  ) -> dict:           # every ratio (RATIO_KEYS), details, targets
+                   bf16: bool|None=None, # None: time bf16 where it is native (or on a GPU), skip it where emulated; True/False: always/never
+                  ) -> dict:           # every ratio (RATIO_KEYS), details, targets, `cpu` (cpu_summary) and `bf16_skipped`
     "Run every benchmark of this chapter and collect the ratios, each measured within this run against its reference."
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available(): raise RuntimeError(f"device {device} requested but CUDA is not available")
     s = copy.deepcopy(BENCH_SIZES["quick" if quick else "full"])
-    if device.type == "cuda" and not quick: s.update(batch_size=128, probe_n=8192, memory_presets=("tiny", "small", "base", "big"))
+    if device.type == "cuda" and not quick:
+        s.update(batch_size=128, probe_n=8192, memory_presets=("tiny", "small", "base", "big"))
+        s["decode"]["steps"] = (16, 32, 64, 128)
     log, t0 = log or (lambda msg: None), time.perf_counter()
     say = lambda msg: log(f"bench [{time.perf_counter() - t0:6.1f}s] {msg}")
     common = dict(batch_size=s["batch_size"], src_len=s["src_len"], tgt_len=s["tgt_len"], vocab_size=s["vocab_size"],
                   device=device, **s["overrides"])
-    train, bf16 = {}, {}
+    skip = None if bf16 else "not requested (bf16=False)" if bf16 is False else bf16_skip_reason(device)
+    if skip: say(f"bf16 section skipped: {skip}")
+    train, b16 = {}, {}
     for p in s["presets"]:
         say(f"training throughput, {p}: ours vs nn.Transformer")
         train[p] = training_throughput(p, repeats=s["repeats"], probe_n=s["probe_n"], **common)
+        if skip: continue
         say(f"bf16 autocast vs fp32, {p}")
-        bf16[p] = bf16_speedup(p, repeats=s["repeats"], probe_n=s["probe_n"], **common)
+        b16[p] = bf16_speedup(p, repeats=s["repeats"], probe_n=s["probe_n"], **common)
     say("levers, one at a time (small)")
     levers = lever_speedups("small", repeats=s["repeats"], **common)
     say("greedy decoding, cached vs uncached")
@@ -411,41 +427,52 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
     say("peak memory per preset")
     mem = peak_memory(s["memory_presets"], **common)
     res = dict(
-        quick=quick, hardware=hardware_info(device), targets=TARGETS,
+        quick=quick, hardware=hardware_info(device), cpu=cpu_summary(), targets=TARGETS,
         train_speedup_vs_nn_transformer={p: r["speedup"] for p, r in train.items()},
         fraction_of_matmul_peak={p: r["fraction_of_peak"] for p, r in train.items()},
         greedy_cached_speedup={str(k): v for k, v in dec["speedup"].items()},
-        bf16_speedup={p: r["speedup"] for p, r in bf16.items()},
-        bf16_matmul_speedup={p: r["matmul_speedup"] for p, r in bf16.items()},
+        bf16_speedup=None if skip else {p: r["speedup"] for p, r in b16.items()},
+        bf16_matmul_speedup=None if skip else {p: r["matmul_speedup"] for p, r in b16.items()},
+        bf16_skipped=skip and dict(reason=skip, measured_slowdown=bf16_slowdown() if device.type == "cpu" else None),
         peak_memory_ratio={p: m["torch"] / m["ours"] if m["ours"] else None for p, m in mem.items()},
         lever_speedups=levers,
         attention_scaling={k: v for k, v in scaling.items() if not k.startswith("rows")},
-        details=dict(train=train, bf16=bf16, decode_seconds={str(k): v for k, v in dec["seconds"].items()},
+        details=dict(train=train, bf16=b16, decode_seconds={str(k): v for k, v in dec["seconds"].items()},
                      peak_memory_mb={p: {k: v / 2**20 if v else None for k, v in m.items()} for p, m in mem.items()},
                      scaling_rows_n=scaling["rows_n"], scaling_rows_d=scaling["rows_d"], sizes=s))
     g64 = res["greedy_cached_speedup"].get("64")
     res["meets_targets"] = {**{f"train_speedup_vs_nn_transformer[{p}]": r >= TARGETS["train_speedup_vs_nn_transformer"]
                                for p, r in res["train_speedup_vs_nn_transformer"].items()},
                             "greedy_cached_speedup[64]": g64 is not None and g64 >= TARGETS["greedy_cached_speedup@64"],
-                            **{f"bf16_speedup[{p}]": r >= TARGETS["bf16_speedup"] for p, r in res["bf16_speedup"].items()}}
+                            **{f"bf16_speedup[{p}]": r >= TARGETS["bf16_speedup"] for p, r in (res["bf16_speedup"] or {}).items()}}
     res["seconds"] = time.perf_counter() - t0
     say("done")
     return res
 
 # %% ../nbs/18_performance.ipynb #7d91e76c
+def bench_machine(res: dict) -> str:
+    "Where a bench result was measured, in one line: the CPU (or GPU), PyTorch's CPU capability, bf16 native or emulated, threads."
+    hw, c = res["hardware"], res.get("cpu") or {}                     # results from before `cpu` was stored: from `hardware`
+    flags = hw.get("cpu_flags") or {}
+    bf16 = c.get("bf16") or ("native" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "emulated")
+    cpu = f"{hw['cpu'] or 'CPU'}, {c.get('capability') or hw['cpu_capability']}, bf16 {bf16}"
+    threads = f"{hw['threads']} thread{'s' * (hw['threads'] != 1)}"
+    return f"{hw['gpu']} (host: {cpu})" if hw.get("gpu") else f"{cpu}, {threads}"
+
 def format_report(res: dict) -> str:
     "The ratios of a `run_benchmarks` result as readable lines (the JSON has everything)."
     hw, t = res["hardware"], res["targets"]
     ok = lambda b: "not judged in --quick" if res["quick"] else ("meets" if b else "MISSES")
-    lines = [f"annotated-transformer bench{' --quick' if res['quick'] else ''} on {hw['gpu'] or hw['cpu'] or hw['device']} "
-             f"(torch {hw['torch']}, {hw['threads']} thread{'s' * (hw['threads'] != 1)}, {hw['cpu_capability']}), {res['seconds']:.0f} s"]
+    lines = [f"annotated-transformer bench{' --quick' if res['quick'] else ''} on {bench_machine(res)} "
+             f"(torch {hw['torch']}), {res['seconds']:.0f} s"]
     if res["quick"]: lines.append("  (--quick: tiny sizes, a smoke test; the numbers mean nothing)")
     tt = t["train_speedup_vs_nn_transformer"]
     for p, r in res["train_speedup_vs_nn_transformer"].items():
         f = res["fraction_of_matmul_peak"][p]
         lines.append(f"training, {p}: ours {r:.2f}× nn.Transformer's tokens/s (target ≥ {tt}: {ok(r >= tt)}); "
                      f"{100 * f['ours']:.0f}% vs {100 * f['nn.Transformer']:.0f}% of the fp32 matmul peak")
-    for p, r in res["bf16_speedup"].items():
+    if res.get("bf16_skipped"): lines.append(f"bf16 autocast: skipped: {res['bf16_skipped']['reason']}")
+    for p, r in (res["bf16_speedup"] or {}).items():
         lines.append(f"bf16 autocast, {p}: {r:.2f}× fp32 (target ≥ {t['bf16_speedup']}: {ok(r >= t['bf16_speedup'])}); "
                      f"with the fused attention kernel {res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
                      f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×")
@@ -463,7 +490,8 @@ def format_report(res: dict) -> str:
 
 def bench_command(args) -> int:
     "`annotated-transformer bench [--quick] [--json] [--device D]`: run the benchmarks; print the ratios, or one JSON object."
-    res = run_benchmarks(quick=args.quick, device=args.device, log=lambda m: print(m, file=sys.stderr, flush=True))
+    bf16 = {"on": True, "off": False}.get(getattr(args, "bf16", None))   # a `--bf16 {auto,on,off}` flag, where the parser has one
+    res = run_benchmarks(quick=args.quick, device=args.device, log=lambda m: print(m, file=sys.stderr, flush=True), bf16=bf16)
     print(json.dumps(res) if args.json else format_report(res))
     return 0
 
@@ -472,7 +500,7 @@ def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench
                which: str,       # "training", "peak", "levers", "decoding", "bf16", "memory" or "scaling"
                ax=None,
               ):
-    "One figure of a benchmark result: each a ratio against its reference, with the target where there is one."
+    "One figure of a benchmark result: each a ratio against its reference, with the target where there is one; the machine under the title."
     import matplotlib.pyplot as plt
     ax = ax or plt.subplots(figsize=(6.4, 4))[1]
     t = res["targets"]
@@ -497,7 +525,6 @@ def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench
         ax.set_ylabel("% of the measured fp32 matmul peak"); ax.set_title("Achieved GFLOP/s as a share of the machine's peak")
     elif which == "levers":
         r = res["lever_speedups"]
-        import textwrap
         bars(list(r.values()), [textwrap.fill(k, 13) for k in r], ylabel="step time without ÷ with the lever")
         ax.tick_params(axis="x", labelsize=8); ax.set_title("Each lever switched off alone (small preset)")
     elif which == "decoding":
@@ -508,6 +535,10 @@ def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench
         ax.set_xscale("log", base=2); ax.set_xticks([int(k) for k in g], list(g)); ax.legend()
         ax.set_xlabel("output tokens per sentence (batch of 64)"); ax.set_ylabel("time uncached ÷ cached")
         ax.set_title("Greedy decoding: the key/value cache")
+    elif which == "bf16" and res.get("bf16_skipped"):
+        ax.text(0.5, 0.5, textwrap.fill(f"Not measured: {res['bf16_skipped']['reason']}", 60), ha="center", va="center",
+                transform=ax.transAxes, fontsize=9); ax.set_xticks([]); ax.set_yticks([])
+        ax.set_title("bf16 autocast vs fp32 (ours): skipped")
     elif which == "bf16":
         r, m = res["bf16_speedup"], res["bf16_matmul_speedup"]
         for i, (name, v) in enumerate([("training step", r), ("bare 2048² matmul", m)]):
@@ -529,4 +560,5 @@ def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench
     elif which == "scaling":
         plot_scaling(res["details"]["scaling_rows_n"], "n", ax=ax)
     else: raise ValueError(f"unknown figure {which!r}; choose from training, peak, levers, decoding, bf16, memory, scaling")
+    ax.set_title(f"{ax.get_title()}\n{bench_machine(res)}", fontsize=10)
     return ax

@@ -1,4 +1,4 @@
-"""§5.4 — label smoothing ε_ls = 0.1 as an explicit KL divergence, and a fast path through `F.cross_entropy` proven equal to it.
+"""§5.4 — label smoothing ε_ls = 0.1 as an explicit KL divergence, and a fast path proven equal to it for any log-probabilities, `-inf` included.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/regularization.html.md"""
 
@@ -23,8 +23,8 @@ def smoothed_targets(target: torch.Tensor,   # (n,) int64 labels; `pad_idx` mark
                      pad_idx: int=PAD_IDX,    # padding id: no mass, and its rows are all zero
                      dtype=torch.float32,     # dtype of the result
                     ) -> torch.Tensor:        # (n, V) target distribution q
-    "The label-smoothed target distribution of §5.4: 1-ε on the label, ε/(V-2) on the other non-pad tokens."
-    _check_smoothing(smoothing, vocab_size)
+    "The label-smoothed target distribution of §5.4: 1-ε on the label, ε/(V-2) on the other non-pad tokens; `ValueError` for a bad ε, V or pad id."
+    _check_smoothing(smoothing, vocab_size, pad_idx)
     q = torch.full((target.shape[0], vocab_size), smoothing / (vocab_size - 2), dtype=dtype, device=target.device)
     q.scatter_(1, target[:, None], 1.0 - smoothing)
     q[:, pad_idx] = 0
@@ -33,20 +33,22 @@ def smoothed_targets(target: torch.Tensor,   # (n,) int64 labels; `pad_idx` mark
 
 def _upcast(x): return x if x.dtype == torch.float64 else x.float()   # losses in float32 at least
 
-def _check_smoothing(smoothing, vocab_size):
+def _check_smoothing(smoothing, vocab_size, pad_idx=PAD_IDX):
     if not 0 <= smoothing < 1: raise ValueError(f"smoothing={smoothing} must be in [0, 1)")
     if vocab_size < 3: raise ValueError(f"vocab_size={vocab_size} must be at least 3 (a label, padding and one more token)")
+    if not 0 <= pad_idx < vocab_size: raise ValueError(f"pad_idx={pad_idx} must be a token id in [0, vocab_size={vocab_size})")
 
 # %% ../nbs/10_regularization.ipynb #4b4a7695
-def label_smoothing_kl(logits: torch.Tensor,  # (n, V) unnormalised scores (any float dtype)
+def label_smoothing_kl(logits: torch.Tensor,  # (n, V) unnormalised scores or log-probabilities, any float dtype, -inf allowed
                        target: torch.Tensor,  # (n,) int64 labels, `pad_idx` = ignore
                        smoothing: float=0.1,  # ε_ls
                        pad_idx: int=PAD_IDX,  # padding id
                       ) -> torch.Tensor:      # scalar float32 (float64 for float64 logits): Σ over non-pad positions of KL(q ‖ p)
-    "Explicit §5.4 loss: build the smoothed target q and sum KL(q ‖ softmax(logits)) over real positions."
-    logp = F.log_softmax(_upcast(logits), dim=-1)                                    # (n, V)
+    "Explicit §5.4 loss: sum KL(q ‖ softmax(logits)) over real positions; +inf where q > 0 on a -inf score; `ValueError` for a bad ε, V or pad id."
+    z = _upcast(logits)                                                               # (n, V)
+    logp = F.log_softmax(z, dim=-1).masked_fill(z == -math.inf, -math.inf)            # (n, V); -inf stays -inf, even in an all -inf row
     q = smoothed_targets(target, logits.shape[-1], smoothing, pad_idx, logp.dtype)    # (n, V)
-    terms = torch.where(q > 0, q * (q.clamp_min(1e-30).log() - logp), torch.zeros_like(q))  # 0 log 0 = 0
+    terms = torch.where(q > 0, q * (q.clamp_min(1e-30).log() - logp), torch.zeros_like(q))  # 0 log 0 = 0 · ∞ = 0
     return terms.sum()
 
 # %% ../nbs/10_regularization.ipynb #fda100e7
@@ -56,42 +58,48 @@ def smoothed_target_entropy(vocab_size: int,      # V
     "Entropy of the §5.4 smoothed target: -(1-ε)log(1-ε) - ε log(ε/(V-2)) (0 when ε = 0)."
     _check_smoothing(smoothing, vocab_size)
     if smoothing == 0: return 0.0
-    return -(1 - smoothing) * math.log(1 - smoothing) - smoothing * math.log(smoothing / (vocab_size - 2))
+    xlogx = lambda x: x * math.log(x) if x > 0 else 0.0               # 0 log 0 = 0, also when ε/(V-2) underflows
+    return -xlogx(1 - smoothing) - (vocab_size - 2) * xlogx(smoothing / (vocab_size - 2))
 
-def label_smoothed_cross_entropy(logits: torch.Tensor,  # (n, V) unnormalised scores (any float dtype)
+def label_smoothed_cross_entropy(logits: torch.Tensor,  # (n, V) unnormalised scores or log-probabilities, any float dtype, -inf allowed
                                  target: torch.Tensor,  # (n,) int64 labels, `pad_idx` = ignore
                                  smoothing: float=0.1,  # ε_ls
                                  pad_idx: int=PAD_IDX,  # padding id
                                 ) -> torch.Tensor:      # scalar float32 (float64 for float64 logits): Σ over non-pad positions of H(q, p)
-    "H(q, p) for the §5.4 target q via one `F.cross_entropy` call with ε' = εV/(V-2), plus ε/(V-2)·(z_pad - z_y)."
+    "H(q, p) for the §5.4 target q from one log-softmax, no (n, V) target; +inf where q > 0 on a -inf score; `ValueError` for a bad ε, V or pad id."
     V = logits.shape[-1]
-    _check_smoothing(smoothing, V)
-    keep = target != pad_idx                                   # (n,)
-    z, y = _upcast(logits[keep]), target[keep]                 # (n_real, V), (n_real,)
-    eps_torch = smoothing * V / (V - 2)
-    if eps_torch > 1: raise ValueError(f"smoothing={smoothing} is too large for vocab_size={V}: at most {(V - 2) / V:.3f}")
-    ce = F.cross_entropy(z, y, label_smoothing=eps_torch, ignore_index=pad_idx, reduction="sum")
-    return ce + smoothing / (V - 2) * (z[:, pad_idx] - z.gather(1, y[:, None])[:, 0]).sum()
+    _check_smoothing(smoothing, V, pad_idx)
+    keep = target != pad_idx                                           # (n,)
+    z, y = _upcast(logits[keep]), target[keep, None]                   # (n_real, V), (n_real, 1)
+    logp = F.log_softmax(z, dim=-1)                                    # (n_real, V)
+    logp_y = logp.gather(1, y)[:, 0]                                   # (n_real,)
+    h = -(1 - smoothing) * logp_y                                      # the label's term
+    u = torch.tensor(smoothing / (V - 2), dtype=z.dtype)               # q on the other tokens, as the explicit form stores it
+    if u > 0:                                                          # ε = 0 (or u underflows): no term at all, no 0 · (-inf)
+        rest = logp[:, :pad_idx].sum(1) + logp[:, pad_idx + 1:].sum(1) - logp_y   # (n_real,) Σ_{j ≠ y, pad} log p_j
+        h = h - u * rest
+    ruled_out = (logp_y == -math.inf) | (z.gather(1, y)[:, 0] == -math.inf)      # p_y = 0 while q_y > 0
+    return torch.where(ruled_out, math.inf, h).sum()
 
 # %% ../nbs/10_regularization.ipynb #06f2961f
 class LabelSmoothingLoss(nn.Module):
-    "§5.4 label-smoothed loss KL(q ‖ p) over non-pad positions; fast (`F.cross_entropy`) or explicit path."
+    "§5.4 label-smoothed loss KL(q ‖ p) over non-pad positions, fast or explicit path; `ValueError` for a bad ε, V, pad id or shape."
     def __init__(self,
                  vocab_size: int,         # V
                  smoothing: float=0.1,    # ε_ls (0: plain cross-entropy)
                  pad_idx: int=PAD_IDX,    # padding id: no target mass, ignored positions
                  reduction: str="sum",    # "sum" over real positions, or "mean" per real position
-                 fast: bool=True,         # F.cross_entropy path (True) or the explicit KL (False)
+                 fast: bool=True,         # one log-softmax, no (n, V) target (True), or the explicit KL (False)
                 ):
         super().__init__()
-        _check_smoothing(smoothing, vocab_size)
+        _check_smoothing(smoothing, vocab_size, pad_idx)
         if reduction not in ("sum", "mean"): raise ValueError(f"reduction={reduction!r} must be 'sum' or 'mean'")
         self.vocab_size, self.smoothing, self.pad_idx, self.reduction, self.fast = vocab_size, smoothing, pad_idx, reduction, fast
         self.entropy = smoothed_target_entropy(vocab_size, smoothing)
 
     def forward(self, logits: torch.Tensor, # (..., V) unnormalised scores, e.g. (batch, tgt_len, V)
                 target: torch.Tensor,       # (...) int64 labels, e.g. (batch, tgt_len)
-               ) -> torch.Tensor:           # scalar float32
+               ) -> torch.Tensor:           # scalar float32 (float64 for float64 logits); +inf where q > 0 on a -inf score
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} classes, the loss was built for vocab_size={self.vocab_size}")
         if logits.shape[:-1] != target.shape:

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/training.htm
 
 # %% ../nbs/11_training.ipynb #cc6d3382
 from __future__ import annotations
-import contextlib, dataclasses, errno, itertools, math, os, random, re, sys, tempfile, time, warnings, zipfile
+import contextlib, dataclasses, errno, functools, itertools, math, os, platform, random, re, signal, sys, tempfile, threading, time, warnings, zipfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Callable, Iterable
@@ -20,10 +20,12 @@ from .batching import Batch
 from .regularization import LabelSmoothingLoss
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'CHECKPOINT_FORMAT', 'TrainState', 'seed_everything', 'get_rng_state', 'set_rng_state', 'autocast',
-           'DistContext', 'default_device', 'dist_rank_world', 'distributed_session', 'unwrap_model', 'save_checkpoint',
+__all__ = ['PRECISIONS', 'CHECKPOINT_FORMAT', 'TrainState', 'seed_everything', 'get_rng_state', 'set_rng_state', 'bf16_native',
+           'bf16_slowdown', 'cpu_summary', 'Bf16EmulatedWarning', 'warn_if_bf16_emulated', 'autocast', 'DistContext',
+           'default_device', 'dist_rank_world', 'distributed_session', 'unwrap_model', 'save_checkpoint',
            'load_checkpoint', 'check_config', 'model_from_checkpoint', 'restore_checkpoint', 'checkpoint_path',
-           'list_checkpoints', 'latest_checkpoint', 'validate', 'fit']
+           'list_checkpoints', 'latest_checkpoint', 'validate', 'TrainingInterrupted', 'request_stop',
+           'remove_leftovers', 'fit']
 
 # %% ../nbs/11_training.ipynb #cd0aa9a7
 @dataclass
@@ -70,6 +72,70 @@ def set_rng_state(s: dict):
     n = s["numpy"]
     np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
 
+# %% ../nbs/11_training.ipynb #b7f1c2a1
+_BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512",
+              "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2", "DEFAULT", "ALL"}
+
+def _cpu_flags() -> set[str]:
+    "The CPU feature flags from /proc/cpuinfo (empty where there is none)."
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")): return set(line.split(":", 1)[1].split())
+    except OSError: pass
+    return set()
+
+def bf16_native() -> bool:
+    "Whether this CPU computes bfloat16 in hardware (x86: AVX512-BF16 or AMX-BF16; Arm: the bf16 extension)."
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    if isa and isa not in _BF16_ISAS: return False                  # oneDNN told to stay below bf16 instructions
+    if os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower() in ("default", "avx2"): return False
+    flags = _cpu_flags()
+    if flags: return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())   # no /proc/cpuinfo (macOS, Windows): ask oneDNN
+    except (AttributeError, RuntimeError): return False
+
+@functools.cache
+def bf16_slowdown(n: int=512,      # rows (tokens) of the activation
+                  d: int=1024,     # width: a (n, d) @ (d, d) product, a feed-forward layer's size
+                  repeats: int=7,  # best of this many timings of each (the minimum resists a busy machine)
+                 ) -> float:       # time under bf16 autocast / time in float32 (>1: bf16 is slower)
+    "Measured cost of CPU bf16 autocast on a matrix multiply, relative to float32 (cached per process)."
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(n, d, generator=g), torch.randn(d, d, generator=g)
+    def best(ctx):
+        ts = []
+        for _ in range(repeats + 1):                                  # the first run warms up
+            with ctx():
+                t = time.perf_counter(); torch.nn.functional.linear(x, w); ts.append(time.perf_counter() - t)
+        return min(ts[1:])
+    return best(lambda: torch.autocast("cpu", dtype=torch.bfloat16)) / max(best(contextlib.nullcontext), 1e-9)
+
+def cpu_summary() -> dict:
+    "Where CPU figures were measured: model, PyTorch's kernel capability (AVX2, AVX512, …), bf16 native or emulated."
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), name)
+    except OSError: pass
+    return {"cpu": name, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "capability": torch.backends.cpu.get_cpu_capability(), "bf16": "native" if bf16_native() else "emulated",
+            "torch": torch.__version__.split("+")[0]}
+
+class Bf16EmulatedWarning(UserWarning):
+    "bf16 autocast was asked for on a CPU that emulates bfloat16 (slower than float32)."
+
+_warned_bf16 = False
+def warn_if_bf16_emulated():
+    "Warn once per process, with the measured slowdown, when this CPU emulates bf16."
+    global _warned_bf16
+    if _warned_bf16 or bf16_native(): return
+    _warned_bf16 = True
+    warnings.warn(f"bf16 on this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or AMX) is emulated: "
+                  f"a bf16 matrix multiply measured {bf16_slowdown():.1f}x the time of float32 here, so a bf16 run is "
+                  f"slower, not faster; it goes on (use precision fp32 for speed)", Bf16EmulatedWarning, stacklevel=3)
+
+
 # %% ../nbs/11_training.ipynb #c4337f8d
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -80,6 +146,7 @@ def autocast(device: torch.device|str,  # where the forward pass runs
     if precision not in PRECISIONS: raise ValueError(f"precision={precision!r} must be one of {PRECISIONS}")
     kind = torch.device(device).type
     if precision == "fp32": return contextlib.nullcontext()
+    if precision == "bf16" and kind == "cpu": warn_if_bf16_emulated()
     if precision == "fp16" and kind != "cuda":
         raise ValueError(f"precision='fp16' needs a CUDA device (float16 gradients need a GradScaler); "
                          f"on {kind} use precision='bf16'")
@@ -337,6 +404,11 @@ def validate(model: nn.Module,              # a `Transformer` (DDP-wrapped is fi
 def _default_loss(raw):
     return LabelSmoothingLoss(raw.config.tgt_vocab_size, 0.1, raw.config.pad_idx, reduction="sum")
 
+def _len(loader) -> int|None:
+    "`len(loader)`, or None for a loader without one (a generator)."
+    try: return len(loader)
+    except TypeError: return None
+
 def _start_epoch(loader, epoch, start):
     "Point the loader's batch sampler at (epoch, start); return how many batches must still be skipped by hand."
     bs = getattr(loader, "batch_sampler", None)
@@ -344,6 +416,60 @@ def _start_epoch(loader, epoch, start):
         try: bs.set_epoch(epoch, start); return 0
         except TypeError: bs.set_epoch(epoch)
     return start
+
+# %% ../nbs/11_training.ipynb #bf07384a
+class TrainingInterrupted(KeyboardInterrupt):
+    "SIGINT or SIGTERM stopped `fit` after update `step`, saved to `checkpoint` (None: nothing saved, no `checkpoint_dir`)."
+    def __init__(self, signum: int,             # the signal received: `signal.SIGINT` or `signal.SIGTERM`
+                 step: int|None,                # the last update done (and saved, when `checkpoint` is set)
+                 checkpoint: Path|None,         # the checkpoint of update `step`; forced: the latest complete one
+                 forced: bool=False,            # Ctrl-C came twice: stopped at once, mid-update or mid-save
+                ):
+        self.signum, self.step, self.checkpoint, self.forced = int(signum), step, checkpoint, forced
+        name = signal.Signals(signum).name
+        if forced: msg = f"{name} twice: stopped at once; " + (f"the last complete checkpoint is {checkpoint}"
+                                                                  if checkpoint is not None else "no checkpoint was saved")
+        else: msg = f"{name} after update {step}: " + (f"saved {checkpoint}" if checkpoint is not None else "nothing saved")
+        super().__init__(msg)
+
+class _StopSignals:
+    "While active: the first SIGINT/SIGTERM (main thread) or `request_stop` sets `signum`; a second SIGINT raises `forced(SIGINT)`."
+    active: list = []                                                       # the running fits' stops, innermost last
+    def __init__(self, forced: Callable[[int], BaseException]):
+        self.signum, self.forced, self._prev = None, forced, {}
+    def _handle(self, signum, frame):
+        if signum == self.signum == signal.SIGINT: raise self.forced(signum)    # Ctrl-C twice: a person insists
+        if self.signum is None: self.signum = signum
+    def install(self):
+        _StopSignals.active.append(self)
+        if threading.current_thread() is not threading.main_thread(): return   # signals reach only the main thread
+        for s in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(s) in (signal.SIG_IGN, None): continue       # ignored on purpose, or not ours to replace
+            self._prev[s] = signal.signal(s, self._handle)
+    def restore(self):
+        for s, prev in self._prev.items(): signal.signal(s, prev)
+        self._prev.clear()
+        if self in _StopSignals.active: _StopSignals.active.remove(self)
+    def __enter__(self): self.install(); return self
+    def __exit__(self, *exc): self.restore()
+
+def request_stop(signum: int=signal.SIGTERM): # reported as the signal received
+    "Ask the running `fit` to stop as SIGINT/SIGTERM would (from a hook or another thread); `RuntimeError` if none runs."
+    if not _StopSignals.active: raise RuntimeError("request_stop: no fit is running")
+    _StopSignals.active[-1]._handle(signum, None)
+
+_LEFTOVER = re.compile(r"\.(?:step_\d+|averaged)\.pt\.\w+\.tmp")      # `save_checkpoint`'s temporary files
+
+def remove_leftovers(directory: str|Path, # a checkpoint directory
+                    ) -> list[Path]:      # the files removed
+    "Delete the temporary files of saves killed mid-write (`.step_XXXXXXXX.pt.*.tmp`, `.averaged.pt.*.tmp`)."
+    d = Path(directory)
+    if not d.is_dir(): return []
+    gone = []
+    for p in sorted(d.iterdir()):
+        if _LEFTOVER.fullmatch(p.name) and p.is_file():
+            with contextlib.suppress(FileNotFoundError): p.unlink(); gone.append(p)
+    return gone
 
 # %% ../nbs/11_training.ipynb #d0563a3a
 def fit(model: nn.Module,                     # a `Transformer` on its device (not DDP-wrapped: `fit` wraps it)
@@ -367,8 +493,12 @@ def fit(model: nn.Module,                     # a `Transformer` on its device (n
         extra: dict|None=None,                # stored in every checkpoint (e.g. the vocabulary)
         progress: bool=True,                  # tqdm bar on stderr (rank 0 only)
         on_step: Callable[[TrainState], None]|None=None, # called after every update (all ranks)
+        log: Callable[[str], None]|None=None, # rank 0's notes (resumed from, leftovers removed); default: stderr when `progress`
        ) -> TrainState:
-    "Train with gradient accumulation, clipping, mixed precision, validation, checkpoints and exact resume."
+    """Train with gradient accumulation, clipping, mixed precision, validation, checkpoints and exact resume (§5).
+
+    SIGINT/SIGTERM finish the current update, save it (with `checkpoint_dir`) and raise `TrainingInterrupted`;
+    bad arguments raise `ValueError`, a non-finite loss `RuntimeError`."""
     if accum_steps < 1: raise ValueError(f"accum_steps={accum_steps} must be at least 1")
     if max_steps is None and epochs is None: raise ValueError("give max_steps or epochs (or both)")
     for k, v in (("max_steps", max_steps), ("epochs", epochs), ("save_every", save_every), ("validate_every", validate_every)):
@@ -382,23 +512,36 @@ def fit(model: nn.Module,                     # a `Transformer` on its device (n
         raise ValueError(f"loss_fn must sum over tokens (reduction='sum'); fit divides by the update's token count")
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     rank, world = dist_rank_world()
+    main = rank == 0
+    if log is None: log = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
     state = state or TrainState()
-    if resume_from is not None: state = restore_checkpoint(resume_from, raw, optimizer, scheduler, scaler)
+    if resume_from is not None:
+        state = restore_checkpoint(resume_from, raw, optimizer, scheduler, scaler)
+        if main: log(f"resumed from step {state.step} ({resume_from if not isinstance(resume_from, dict) else 'a checkpoint dict'})")
+    if checkpoint_dir is not None and main:
+        gone = remove_leftovers(checkpoint_dir)
+        if gone: log(f"removed {len(gone)} leftover temporary file(s) of an interrupted save from {checkpoint_dir}: "
+                     + ", ".join(p.name for p in gone))
     net = _LogitsModel(raw)
     if world > 1:
         net = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-    main = rank == 0
 
-    def save():
-        if checkpoint_dir is None: return                                       # same on every rank
+    def save() -> Path|None:                                                    # the checkpoint of this update
+        if checkpoint_dir is None: return None                                  # same on every rank
+        path = checkpoint_path(checkpoint_dir, state.step)
+        if saved_at[0] == (state.step, state.epoch): return path               # saved already
         rng = get_rng_state()
         if world > 1:
             gathered = [None] * world; dist.all_gather_object(gathered, rng); rng = gathered
         else: rng = [rng]
-        if main:
-            save_checkpoint(checkpoint_path(checkpoint_dir, state.step), raw, optimizer, scheduler, state, extra, scaler, rng)
-        saved_at[0] = state.step
-    saved_at = [state.step if resume_from is not None else -1]
+        if main: save_checkpoint(path, raw, optimizer, scheduler, state, extra, scaler, rng)
+        saved_at[0] = (state.step, state.epoch)
+        return path
+    saved_at = [(state.step, state.epoch) if resume_from is not None else None]
+    def forced(signum):                                                         # Ctrl-C twice: stop now
+        last = latest_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+        return TrainingInterrupted(signum, int(last.stem[5:]) if last else None, last, forced=True)
+    stop, stop_signal = _StopSignals(forced), 0
 
     def run_validation():
         if val_loader is not None: state.val_loss.append([state.step, validate(raw, val_loader, loss_fn, device, precision)])
@@ -408,15 +551,19 @@ def fit(model: nn.Module,                     # a `Transformer` on its device (n
     t0, tok0 = time.perf_counter(), state.tokens
     raw.train()
     done = max_steps is not None and state.step >= max_steps
+    stop.install()
     try:
         while not done and (epochs is None or state.epoch < epochs):
             skip = _start_epoch(train_loader, state.epoch, state.batch_in_epoch)
+            left = _len(train_loader)                                           # micro-batches left in this epoch
+            if left is not None: left -= skip
             with torch.random.fork_rng(devices=[]): it = iter(train_loader)    # keep the global RNG untouched
             it = itertools.islice(it, skip, None)
-            fresh = state.batch_in_epoch == 0
+            fresh, used = state.batch_in_epoch == 0, 0
             while True:
                 window = list(itertools.islice(it, accum_steps))
                 if not window: break
+                used += len(window)
                 window = [_move(b, device) for b in window]
                 state.batch_in_epoch += len(window); state.micro_batches += len(window)
                 n_tok, = _all_reduce([sum(b.n_tokens for b in window)], device)
@@ -435,7 +582,7 @@ def fit(model: nn.Module,                     # a `Transformer` on its device (n
                 optimizer.zero_grad(set_to_none=True)
                 lr = optimizer.param_groups[0]["lr"]
                 if scheduler is not None: scheduler.step()
-                total, = _all_reduce([local], device)
+                total, stop_signal = _all_reduce([local, float(stop.signum or 0)], device)  # + any rank's stop request
                 state.step += 1; state.tokens += int(n_tok)
                 loss_per_tok = total / max(n_tok, 1)
                 if not math.isfinite(loss_per_tok) and precision != "fp16":
@@ -448,12 +595,17 @@ def fit(model: nn.Module,                     # a `Transformer` on its device (n
                 if on_step is not None: on_step(state)
                 if validate_every and state.step % validate_every == 0: run_validation()
                 if save_every and state.step % save_every == 0: save()
+                if stop_signal: done = True; break                              # every rank stops at this update
                 if max_steps is not None and state.step >= max_steps: done = True; break
-            if done: break
+            if done and (stop_signal or left is None or used < left): break    # stopped inside the epoch
             if fresh and state.batch_in_epoch == 0:
                 raise ValueError(f"the training data is empty: epoch {state.epoch} has no batches")
             if not validate_every or state.step % validate_every: run_validation()
             state.epoch += 1; state.batch_in_epoch = 0
-        if saved_at[0] != state.step: save()
-    finally: bar.close()
+        path = save()
+        if stop_signal or stop.signum:                                          # here or on another rank
+            if world > 1: dist.barrier()                                        # no rank leaves before rank 0 saved
+            signum = stop.signum or (int(stop_signal) if int(stop_signal) in (signal.SIGINT, signal.SIGTERM) else signal.SIGTERM)
+            raise TrainingInterrupted(signum, state.step, path)
+    finally: stop.restore(); bar.close()
     return state

@@ -2,7 +2,7 @@
 import json, math, os, subprocess, sys
 from pathlib import Path
 
-from annotated_transformer.performance import RATIO_KEYS, cpu_peak_memory_supported
+from annotated_transformer.performance import RATIO_KEYS, cpu_peak_memory_supported, format_report, plot_bench
 
 EXE = Path(sys.executable).parent / "annotated-transformer"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # a smoke test: one thread keeps it quick on a busy machine
@@ -26,12 +26,42 @@ def test_bench_quick_json_has_every_ratio():
     assert res["quick"] is True
     assert set(res["train_speedup_vs_nn_transformer"]) == {"small", "base"}
     assert set(res["greedy_cached_speedup"]) == {"16", "32", "64", "128"}
+    assert res["cpu"]["capability"] == res["hardware"]["cpu_capability"] and res["cpu"]["bf16"] in ("native", "emulated")
+    skipped = res["cpu"]["bf16"] == "emulated"  # this machine's CPU: bf16 is timed only where it is native
+    assert (res["bf16_skipped"] is not None) == skipped
     for key in RATIO_KEYS:                    # every ratio a finite number (values only, no thresholds)
         if key == "peak_memory_ratio" and not cpu_peak_memory_supported(): continue   # None off Linux/glibc
+        if key.startswith("bf16") and skipped:
+            assert res[key] is None, key; continue
         nums = _numbers(res[key])
         assert nums and all(math.isfinite(n) for n in nums), key
-    assert all(v > 0 for k in ("train_speedup_vs_nn_transformer", "greedy_cached_speedup", "bf16_speedup") for v in res[k].values())
+    assert all(v > 0 for k in ("train_speedup_vs_nn_transformer", "greedy_cached_speedup", "bf16_speedup") for v in (res[k] or {}).values())
     assert "bench [" in r.stderr               # progress goes to stderr, not stdout
+
+
+def test_bench_skips_bf16_with_a_reason_where_the_cpu_emulates_it():
+    "An emulating CPU, simulated: oneDNN capped below AVX512-BF16, PyTorch's kernels at AVX2 (what chapter 11's bf16_native reads)."
+    env = {**ENV, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    r = subprocess.run([str(EXE), "bench", "--quick", "--json", "--device", "cpu"], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["cpu"]["bf16"] == "emulated" and res["cpu"]["capability"] == "AVX2"
+    assert res["bf16_speedup"] is None and res["bf16_matmul_speedup"] is None and res["details"]["bf16"] == {}
+    skip = res["bf16_skipped"]
+    assert "emulates bf16" in skip["reason"] and "AVX2" in skip["reason"]
+    assert math.isfinite(skip["measured_slowdown"]) and skip["measured_slowdown"] > 0   # a measured number, no threshold
+    assert f"{skip['measured_slowdown']:.1f}x" in skip["reason"]                          # the reason quotes it
+    assert not any(k.startswith("bf16") for k in res["meets_targets"])                    # not judged when not measured
+    assert "bf16 section skipped: this CPU (AVX2" in r.stderr                             # said while it runs, too
+    assert "bf16 autocast vs fp32" not in r.stderr                                        # and nothing of it was run
+    text = format_report(res)                                                             # the text report of the same result
+    assert "bf16 autocast: skipped: this CPU (AVX2" in text
+    assert "AVX2, bf16 emulated" in text.splitlines()[0]                                  # its first line names the CPU
+    import matplotlib; matplotlib.use("Agg")
+    for which in ("bf16", "training", "scaling"):                                         # every figure names it too
+        ax = plot_bench(res, which)
+        assert "AVX2, bf16 emulated" in ax.get_title(), (which, ax.get_title())
+    assert "skipped" in plot_bench(res, "bf16").get_title()
 
 
 def test_bench_bad_device_is_a_clear_error():

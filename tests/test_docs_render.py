@@ -277,8 +277,10 @@ def proc_and_render(nbs_dir: Path, work: Path) -> tuple[list, Path, dict]:
     shutil.copytree(ROOT / "annotated_transformer", proj / "annotated_transformer", ignore=ign)
     for f in ("pyproject.toml", "README.md"): shutil.copy2(ROOT / f, proj / f)
     env = dict(os.environ, MPLBACKEND="Agg")
-    # nbdev also runs every cell that contains an import (see its FAQ): some need the data root, as in .ci/run
-    env.setdefault("ANNOTATED_TRANSFORMER_DATA", str(ROOT.parent / "shared" / "data"))
+    # Pages are built from the notebooks' saved outputs: nbdev runs only import, exported and show_doc cells, none of
+    # which needs data (tests/test_docs_build.py checks it with no data root, no cache and no network). The data root
+    # is $ANNOTATED_TRANSFORMER_DATA or nothing, and a download attempt fails at once instead of fetching Multi30k.
+    env.setdefault("ANNOTATED_TRANSFORMER_DATA_URL", "file:///nonexistent/")
     if not shutil.which("quarto"):  # nbdev-proc-nbs only checks Quarto is there (else it tries to download it)
         stub = work / "bin"; stub.mkdir()
         (stub / "quarto").write_text("#!/bin/sh\necho 'quarto: stub for tests/test_docs_render.py' >&2\nexit 0\n")

@@ -1,7 +1,8 @@
 """Faults and bad input across the product (issue 8): nothing lost, nothing unexplained.
 
-1. a training run killed with SIGKILL resumes from its last checkpoint and ends bit for bit where an
-   uninterrupted run ends; 2. failed checkpoint writes leave the previous checkpoint intact and no temporary
+1. a training run killed with SIGKILL resumes from its last checkpoint (saying so, and removing the temporary file
+   of a save the kill cut short) and ends bit for bit where an uninterrupted run ends (SIGTERM and SIGINT, which
+   save the update in progress first: tests/test_interrupt.py); 2. failed checkpoint writes leave the previous checkpoint intact and no temporary
    files; 3. bad checkpoints are refused by name and never execute code; 4. odd `translate` input;
 5. bad data files; 7. CLI hygiene: usage errors exit 2, runtime errors exit 1 with one line on stderr, stdout
    holds only results (`--json`: one JSON object). Point 6 (numerics) is tests/test_numerics.py, extended at the end.
@@ -123,6 +124,9 @@ def test_sigkill_mid_training_then_resume_is_bit_for_bit(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     first = re.search(rf"(\d+)/{STEPS}\b", r.stderr)
     assert first and int(first.group(1)) == k, r.stderr[:500]
+    assert f"resumed from step {k} ({cps[-1]})" in r.stderr, r.stderr[:500]
+    assert not [n for n in os.listdir(part) if TMP_RE.fullmatch(n)]        # the resume removed the kill's leftovers...
+    if others: assert f"removed {len(others)} leftover temporary file(s)" in r.stderr, r.stderr[:500]   # ...and said so
     lines = r.stdout.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["steps"] == STEPS      # --json: stdout is one JSON object
 
@@ -235,6 +239,23 @@ def test_disk_full_during_training_then_resume(tmp_path, capsys, monkeypatch):
     assert load_checkpoint(d / "step_00000004.pt")["train_state"]["step"] == 4
     rc, out, err = run_main(capsys, *COPY, "--max-steps", 8, "--save-every", 2, "--checkpoint-dir", d, "--resume", "--json")
     assert rc == 0 and json.loads(out)["steps"] == 8, err[-1000:]
+
+
+def test_resume_removes_leftovers_of_a_killed_save(tmp_path, capsys):
+    "A kill mid-save leaves `.step_*.pt.*.tmp` (or `.averaged.pt.*.tmp`): the next run in that folder removes them, says so."
+    d = tmp_path / "run"
+    rc, out, err = run_main(capsys, *COPY, "--max-steps", 2, "--checkpoint-dir", d)
+    assert rc == 0, err
+    junk = [d / ".step_00000004.pt.k2j4x9a1.tmp", d / ".averaged.pt.a1b2c3d4.tmp"]
+    for p in junk: p.write_bytes(b"half a checkpoint")
+    (d / "notes.tmp").write_text("not ours")
+    rc, out, err = run_main(capsys, *COPY, "--max-steps", 4, "--checkpoint-dir", d, "--resume")
+    assert rc == 0, err
+    assert not any(p.exists() for p in junk) and (d / "notes.tmp").read_text() == "not ours"
+    assert strip_progress(err).splitlines() == [
+        f"resumed from step 2 ({d / 'step_00000002.pt'})",
+        f"removed 2 leftover temporary file(s) of an interrupted save from {d}: .averaged.pt.a1b2c3d4.tmp, "
+        f".step_00000004.pt.k2j4x9a1.tmp"], err
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"Numerics under odd masks and reduced precision (issue: faults and bad input, point 6)."
+"Numerics under odd masks and reduced precision (faults and bad input, point 6); masks and losses at the edges (issue 11, item 5)."
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st, HealthCheck
@@ -74,3 +74,114 @@ def test_reduced_precision_forward_is_finite():
     half = create_transformer(20, 20, "tiny").eval().to(torch.bfloat16)
     out = half.generator(half(src, tgt, half.make_src_mask(src), half.make_tgt_mask(tgt)))
     assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+
+
+# ---- issue 11, item 5: the attention paths accept exactly the masks check_mask accepts --------------------------
+
+from annotated_transformer.attention import check_mask
+
+
+@st.composite
+def mask_shape_case(draw):
+    "Scores (batch, heads, q_len, k_len) and a mask shape of rank 0-5 whose every dim is 1, the full size or a wrong size."
+    full = (draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    rank = draw(st.integers(0, 5))
+    shape = []
+    for i in range(rank):
+        size = full[i - rank] if rank - i <= 4 else 2        # a fifth, leading dim has no counterpart in the scores
+        kind = draw(st.sampled_from(["one", "full", "wrong"]))
+        shape.append(1 if kind == "one" else size if kind == "full" else size + draw(st.integers(1, 2)))
+    return full, tuple(shape), draw(st.floats(0.0, 1.0)), draw(st.integers(0, 2**31 - 1))
+
+
+def _attempt(fn):
+    try: return fn(), None
+    except (ValueError, RuntimeError, IndexError) as e: return None, e
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mask_shape_case())
+def test_check_mask_accepts_exactly_what_both_attention_paths_accept(case):
+    (b, h, q_len, k_len), shape, p_keep, seed = case
+    d = 4
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(b, h, n, d, generator=g) for n in (q_len, k_len, k_len))
+    mask = torch.rand(shape, generator=g) < p_keep
+    # the documented rule, written out independently of check_mask: rank ≤ 4 and each dim 1 or the full size
+    rule = len(shape) <= 4 and all(m in (1, s) for m, s in zip(shape[::-1], (b, h, q_len, k_len)[::-1]))
+    _, check_err = _attempt(lambda: check_mask(mask, (b, h, q_len, k_len)))
+    explicit, explicit_err = _attempt(lambda: scaled_dot_product_attention(q, k, v, mask)[0])
+    fused, fused_err = _attempt(lambda: fused_attention(q, k, v, mask))
+    mhas = {}
+    torch.manual_seed(seed % 1000)
+    mha = MultiHeadAttention(h * d, h).eval()
+    x, mem = torch.randn(b, q_len, h * d, generator=g), torch.randn(b, k_len, h * d, generator=g)
+    for fused_path in (True, False):
+        mha.fused = fused_path
+        mhas[fused_path] = _attempt(lambda: mha(x, mem, mem, mask))
+    accepted = check_err is None
+    assert accepted == rule, f"check_mask {'accepted' if accepted else 'refused'} {shape} for scores {(b, h, q_len, k_len)}"
+    outcomes = {"explicit": explicit_err, "fused": fused_err, "MHA fused": mhas[True][1], "MHA explicit": mhas[False][1]}
+    for name, err in outcomes.items():
+        assert (err is None) == accepted, f"{name} path {'refused' if err else 'accepted'} mask {shape} (check_mask: {check_err}): {err}"
+        if err is not None:                                   # the same clear error as check_mask, whatever the path
+            assert isinstance(err, ValueError) and "does not broadcast" in str(err), f"{name}: {err!r}"
+    if accepted:
+        assert explicit.shape == fused.shape == (b, h, q_len, d)
+        assert torch.isfinite(explicit).all() and torch.isfinite(fused).all()
+        torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)   # fully masked rows: zeros in both
+        torch.testing.assert_close(mhas[True][0], mhas[False][0], atol=1e-5, rtol=1e-5)
+
+
+# ---- issue 11, item 5: the label-smoothed loss for any log-probabilities, -inf entries included ----------------------
+
+import math
+from annotated_transformer.regularization import LabelSmoothingLoss
+
+
+@st.composite
+def loss_case(draw):
+    V = draw(st.integers(3, 40))
+    return dict(V=V, n=draw(st.integers(1, 8)), pad=draw(st.integers(0, V - 1)),
+                eps=draw(st.sampled_from([0.0, 0.5]) | st.floats(0.0, 0.5)),
+                p_inf=draw(st.sampled_from([0.0, 0.0, 1.0]) | st.floats(0.0, 1.0)),   # share of -inf entries
+                mask_pad_column=draw(st.booleans()),                                   # a model that masks the pad logit
+                normalised=draw(st.booleans()),                                        # log-probabilities, not raw logits
+                scale=draw(st.sampled_from([0.01, 1.0, 10.0, 100.0])),
+                dtype=draw(st.sampled_from([torch.float64, torch.float32])),
+                seed=draw(st.integers(0, 2**31 - 1)))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(loss_case())
+def test_label_smoothed_loss_fast_equals_explicit_for_any_log_probabilities(c):
+    V, n, pad, eps = c["V"], c["n"], c["pad"], c["eps"]
+    g = torch.Generator().manual_seed(c["seed"])
+    z = torch.randn(n, V, generator=g, dtype=torch.float64) * c["scale"]
+    z[torch.rand(n, V, generator=g) < c["p_inf"]] = -math.inf
+    if c["mask_pad_column"]: z[:, pad] = -math.inf
+    if c["normalised"]:                                                   # rows with a finite entry become log p
+        lse = z.logsumexp(-1, keepdim=True)
+        z = torch.where(lse.isfinite(), z - lse, z)
+    z = z.to(c["dtype"])
+    target = torch.randint(0, V, (n,), generator=g)
+    fast, slow = LabelSmoothingLoss(V, eps, pad), LabelSmoothingLoss(V, eps, pad, fast=False)
+    for i in range(n):                                                    # row by row: the inf/finite pattern per position
+        f, s = fast(z[i:i + 1], target[i:i + 1]), slow(z[i:i + 1], target[i:i + 1])
+        y = int(target[i])
+        # the true KL(q || p) is +inf iff q > 0 on a -inf score: the label's, or (ε > 0) another non-pad token's
+        others = [j for j in range(V) if j not in (y, pad)]
+        u_positive = torch.tensor(eps / (V - 2), dtype=f.dtype) > 0        # q off the label as stored in the loss dtype
+        infinite = y != pad and (z[i, y] == -math.inf or (u_positive and bool((z[i, others] == -math.inf).any())))
+        ctx = f"row {i}: label {y}, pad {pad}, ε={eps}, scores {z[i].tolist()}: fast {f.item()}, explicit {s.item()}"
+        assert not f.isnan() and not s.isnan(), ctx
+        assert f.dtype == s.dtype == (torch.float64 if c["dtype"] == torch.float64 else torch.float32), ctx
+        if infinite: assert f.item() == s.item() == math.inf, ctx
+        else:
+            assert f.isfinite() and s.isfinite(), ctx
+            # tolerance: relative to the size of the cross-entropy, 1e-9 in float64 and 1e-5 in float32
+            tol = (1e-9 if c["dtype"] == torch.float64 else 1e-5) * (1 + f.item() + fast.entropy)
+            assert abs(f.item() - s.item()) <= tol, f"{ctx}, |difference| {abs(f.item() - s.item()):.3g} > {tol:.3g}"
+            assert s.item() >= -tol, ctx                                   # a KL divergence is never negative
+    total_f, total_s = fast(z, target), slow(z, target)                   # and the sums over the batch
+    assert not total_f.isnan() and total_f.isinf() == total_s.isinf()
