@@ -170,6 +170,9 @@ def train_copy_command(args) -> int:
     if args.resume:
         resume_from = latest_checkpoint(args.checkpoint_dir)
         if resume_from is None: raise FileNotFoundError(f"--resume: no checkpoint (step_*.pt) in {args.checkpoint_dir}")
+    elif args.checkpoint_dir and (existing := latest_checkpoint(args.checkpoint_dir)) is not None:
+        raise ValueError(f"{args.checkpoint_dir} already holds checkpoints of a run (latest {existing.name}); "
+                         f"pass --resume to continue it, or choose another --checkpoint-dir")
     saved = ((load_checkpoint(resume_from).get("extra") or {}).get("recipe") or {}) if resume_from else {}
     seed = args.seed if args.seed is not None else saved.get("seed", 0)                  # unset: the run's, else 0
     accum_steps = args.accum_steps if args.accum_steps is not None else saved.get("accum_steps", 1)

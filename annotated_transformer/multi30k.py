@@ -170,9 +170,14 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) on {len(train_data)} pairs, "
                 f"{updates_per_epoch} updates per epoch, up to {total} updates, on {hardware_summary(dev)}")
         keep = max(recipe.average, 1)
+        def averageable(final_step=None):                   # the regular checkpoints (every save_every), and the final one
+            cps = list_checkpoints(ckpt_dir)                # an interrupt's off-schedule checkpoint only serves --resume
+            on = lambda p: int(p.stem.split("_")[1]) % recipe.save_every == 0 or int(p.stem.split("_")[1]) == final_step
+            return [p for p in cps if on(p)], [p for p in cps[:-1] if not on(p)]
         def prune(state):                                   # keep only the checkpoints that may be averaged
             if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
-                for p in list_checkpoints(ckpt_dir)[:-keep]: p.unlink(missing_ok=True)
+                keep_these, stale = averageable()
+                for p in stale + keep_these[:-keep]: p.unlink(missing_ok=True)
         extra = {"task": "multi30k", "preset": preset, "seed": seed, "max_train_pairs": max_train_pairs,
                  "recipe": recipe.to_dict(), "vocab": codec.to_dict()}
         t_train = time.perf_counter()
@@ -182,9 +187,9 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                     progress=progress, on_step=prune)
         train_time = time.perf_counter() - t_train
         if not ctx.is_main: return {}
-        for p in list_checkpoints(ckpt_dir)[:-keep]: p.unlink(missing_ok=True)
-
-        last = list_checkpoints(ckpt_dir)[-keep:]
+        keep_these, stale = averageable(state.step)
+        for p in stale + keep_these[:-keep]: p.unlink(missing_ok=True)
+        last = keep_these[-keep:]               # as in an uninterrupted run: an interrupt's checkpoint is not averaged
         candidates = [("last", model.eval(), last[-1])]     # the model after the last update = the last checkpoint
         if len(last) >= 2:                                  # §6.1: average the last checkpoints
             avg = average_checkpoints(last)
@@ -196,7 +201,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                    "data": str(folder), "evaluated": list(evaluate_splits),
                    "hardware": hardware_summary(dev), "parameters": count_parameters(model),
                    "src_vocab_size": codec.src_vocab_size, "tgt_vocab_size": codec.tgt_vocab_size,
-                   "train_pairs": len(train_data), "updates": state.step, "epochs": state.epoch, "tokens": state.tokens,
+                   "train_pairs": len(train_data), "updates": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0), "tokens": state.tokens,
                    "train_time_s": round(train_time, 1),
                    "train_loss_start": _mean([l for _, l, _ in state.train_loss[:10]]),
                    "train_loss_end": _mean([l for _, l, _ in state.train_loss[-10:]]),
@@ -249,7 +254,7 @@ def train_command(args) -> int:
                                        lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
                                        clip_grad=args.clip_grad, save_every=args.save_every,
                                        vocab=getattr(args, "vocab", None), beam_size=args.beam_size).items() if v is not None}
-    if getattr(args, "accum_steps", None) not in (None, 1): overrides["accum_steps"] = args.accum_steps
+    if getattr(args, "accum_steps", None) is not None: overrides["accum_steps"] = args.accum_steps
     res = train_multi30k(args.preset, args.checkpoint_dir, args.data_dir, args.resume, args.max_steps, args.epochs,
                          args.max_train_pairs, args.seed, args.device, args.precision, **overrides)
     if not res: return 0                                     # a non-main rank of a distributed run

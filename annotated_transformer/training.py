@@ -89,7 +89,6 @@ def bf16_native() -> bool:
     "Whether this CPU computes bfloat16 in hardware (x86: AVX512-BF16 or AMX-BF16; Arm: the bf16 extension)."
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     if isa and isa not in _BF16_ISAS: return False                  # oneDNN told to stay below bf16 instructions
-    if os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower() in ("default", "avx2"): return False
     flags = _cpu_flags()
     if flags: return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
     try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())   # no /proc/cpuinfo (macOS, Windows): ask oneDNN
@@ -133,7 +132,7 @@ def warn_if_bf16_emulated():
     _warned_bf16 = True
     warnings.warn(f"bf16 on this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or AMX) is emulated: "
                   f"a bf16 matrix multiply measured {bf16_slowdown():.1f}x the time of float32 here, so a bf16 run is "
-                  f"slower, not faster; it goes on (use precision fp32 for speed)", Bf16EmulatedWarning, stacklevel=3)
+                  f"no faster than fp32, usually slower; it goes on (use precision fp32 for speed)", Bf16EmulatedWarning, stacklevel=3)
 
 
 # %% ../nbs/11_training.ipynb #c4337f8d

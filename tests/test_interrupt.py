@@ -5,7 +5,7 @@ printed once (by rank 0) while every rank exits non-zero.
 
 Everything runs the real console script (or torchrun) in subprocesses: signals, exit statuses and streams are the point.
 """
-import os, re, shlex, signal, subprocess, sys, time
+import json, os, re, shlex, signal, subprocess, sys, time
 from pathlib import Path
 
 import torch
@@ -166,3 +166,46 @@ def test_signal_to_one_rank_stops_every_rank_at_the_same_update(tmp_path):
     resume = next(l for l in messages(text) if "--resume" in l)
     assert shlex.split(resume)[1:] == ["--standalone", "--nproc_per_node=2", "-m", "annotated_transformer",
                                        *map(str, argv), "--resume"], resume
+
+
+_AVERAGING_RUN = r'''
+import json, os, signal, sys, threading, time, io, contextlib
+from annotated_transformer.cli import main
+from annotated_transformer.data import SAMPLE_DIR
+d, stop_when, *extra = sys.argv[1:]
+if stop_when != "-":                                   # SIGTERM to ourselves once that checkpoint exists
+    def watch():
+        while not os.path.exists(os.path.join(d, stop_when)): time.sleep(0.002)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, daemon=True).start()
+args = ["train", "--data-dir", str(SAMPLE_DIR), "--preset", "tiny", "--max-train-pairs", "200", "--max-steps", "10",
+        "--save-every", "2", "--beam-size", "1", "--json", "--checkpoint-dir", d, *extra]
+sys.exit(main(args))
+'''
+
+
+def test_interrupt_checkpoint_is_not_averaged(tmp_path):
+    "An interrupt's off-schedule checkpoint serves --resume only: the §6.1 average is the uninterrupted run's."
+    run = lambda d, stop, *extra: subprocess.run([sys.executable, "-c", _AVERAGING_RUN, str(d), stop, *extra],
+                                                 capture_output=True, text=True, timeout=600,
+                                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+    a, b = tmp_path / "a", tmp_path / "b"
+    ra = run(a, "-"); assert ra.returncode == 0, ra.stderr[-2000:]
+    rb = run(b, "step_00000004.pt"); assert rb.returncode == 143, rb.stderr[-2000:]
+    off = [p.name for p in b.glob("step_*.pt") if int(p.stem.split("_")[1]) % 2]
+    assert off, f"the interrupt saved no off-schedule checkpoint: {sorted(p.name for p in b.iterdir())}"
+    rc = run(b, "-", "--resume"); assert rc.returncode == 0, rc.stderr[-2000:]
+    res_a, res_b = json.loads(ra.stdout.strip().splitlines()[-1]), json.loads(rc.stdout.strip().splitlines()[-1])
+    assert res_a["averaged"] == res_b["averaged"] == [f"step_{s:08d}.pt" for s in (2, 4, 6, 8, 10)], (res_a, res_b)
+    wa, wb = load(a / "averaged.pt")["model"], load(b / "averaged.pt")["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_copy_refuses_a_directory_holding_another_run(tmp_path):
+    "A fresh run never writes beside another run's checkpoints (whose --resume would then pick the wrong one)."
+    args = [EXE, "train", "--task", "copy", "--max-steps", "2", "--max-train-pairs", "200", "--checkpoint-dir", str(tmp_path)]
+    first = subprocess.run(args, capture_output=True, text=True, env=ENV, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = subprocess.run([*args, "--seed", "5"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert again.returncode == 1 and "already holds checkpoints of a run (latest step_00000002.pt)" in again.stderr, again.stderr
+    assert sorted(p.name for p in tmp_path.glob("step_*.pt")) == ["step_00000002.pt"]
