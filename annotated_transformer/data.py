@@ -193,7 +193,7 @@ def ensure_splits(splits: Iterable[str],                 # e.g. ("train", "val",
                   download: bool=True,                   # fill the cache when files are missing
                  ) -> Path:                              # the folder holding the files
     "Check (and, in the cache, download) the files of `splits`; one error names all missing files."
-    splits = list(splits)
+    splits = list(dict.fromkeys(splits))                   # each split once, in order (val may be asked for twice)
     for s in splits:
         if s not in SPLITS and s not in SAMPLE_SPLITS:
             raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)}")
