@@ -158,9 +158,9 @@ def _default_checkpoint_dir(args) -> Path|None:
     "Where `train` keeps checkpoints when --checkpoint-dir is not given (Multi30k: checkpoints/multi30k-PRESET), if it exists."
     if args.checkpoint_dir or args.task != "multi30k": return None
     try:
-        from annotated_transformer.multi30k import default_preset
+        from annotated_transformer.multi30k import default_preset, default_checkpoint_dir
         from annotated_transformer.training import default_device
-        d = Path(f"checkpoints/multi30k-{args.preset or default_preset(default_device(args.device))}")
+        d = default_checkpoint_dir(args.preset or default_preset(default_device(args.device)))
     except Exception: return None
     return d if d.is_dir() else None
 

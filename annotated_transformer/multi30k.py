@@ -23,9 +23,9 @@ from .decoding import average_checkpoints
 from .evaluation import translate, evaluate_bleu
 
 # %% auto #0
-__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'resumed_recipe',
-           'train_multi30k', 'load_translator', 'train_command', 'translate_command', 'evaluate_command',
-           'average_command', 'bleu_sweep', 'plot_bleu_sweep']
+__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'default_checkpoint_dir',
+           'resumed_recipe', 'train_multi30k', 'load_translator', 'train_command', 'translate_command',
+           'evaluate_command', 'average_command', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -80,6 +80,10 @@ def default_preset(device: torch.device) -> str:
     "The recipe fitted to the hardware: `base` on a GPU, `small` on a CPU."
     return "base" if device.type == "cuda" else "small"
 
+def default_checkpoint_dir(preset: str) -> Path: # a key of RECIPES
+    "Where `train` keeps a run's checkpoints when no directory is given: checkpoints/multi30k-PRESET (relative)."
+    return Path(f"checkpoints/multi30k-{preset}")
+
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
 RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "alpha")  # recipe fields a resumed run applies
 
@@ -128,7 +132,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
         asked = {"preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
         preset = preset or default_preset(dev)
         if preset not in RECIPES: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(RECIPES)}")
-        ckpt_dir = Path(checkpoint_dir or f"checkpoints/multi30k-{preset}")
+        ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(preset)
         existing = latest_checkpoint(ckpt_dir)
         if existing is not None and not resume:
             raise ValueError(f"{ckpt_dir} already holds checkpoints of a run (latest {existing.name}); "
