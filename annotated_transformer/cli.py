@@ -67,21 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--vocab", choices=["bpe", "word"], default=None, help="bpe: joint BPE shared by source and target, three-way weight tying; word: spaCy words (default: the recipe's, bpe)")
     t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
     t.add_argument("--max-train-pairs", type=positive_int, default=None, help="use only the first N training pairs")
+    t.add_argument("--src", choices=["de", "en"], default=None, help="source language (default de; --src en --tgt de is the paper's direction)")
+    t.add_argument("--tgt", choices=["de", "en"], default=None, help="target language (default: the other one)")
     t.add_argument("--beam-size", type=positive_int, default=4, help="beam size for the final evaluation")
     t.add_argument("--json", action="store_true", help="print the final result as one JSON object")
 
     for name, helptext in [("translate", "translate sentences with a trained checkpoint"),
                            ("evaluate", "score a checkpoint on a Multi30k split with sacreBLEU")]:
         s = sub.add_parser(name, help=helptext, description=helptext)
-        s.add_argument("--checkpoint", required=True, help="a checkpoint written by `train` or `average`")
+        s.add_argument("--checkpoint", default=None, help="a checkpoint written by `train` or `average`")
+        s.add_argument("--model", default=None, help="a shipped model, de-en or en-de, or a folder written by `export` "
+                                                     "(default without --checkpoint: the shipped model for --src/--tgt, de-en)")
         s.add_argument("--beam-size", type=positive_int, default=4, help="beam size (1 = greedy; default 4, §6.1)")
         s.add_argument("--length-penalty", type=non_negative_float, default=0.6, help="α of the length penalty (default 0.6, §6.1)")
         s.add_argument("--batch-size", type=positive_int, default=64, help="sentences decoded together")
         s.add_argument("--device", default=None, help="cpu, cuda, … (default: cuda if available)")
+        s.add_argument("--src", choices=["de", "en"], default=None, help="source language (default: the model's; another is an error)")
+        s.add_argument("--tgt", choices=["de", "en"], default=None, help="target language (default: the model's; another is an error)")
         if name == "translate":
             s.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from stdin)")
         else:
-            s.add_argument("--split", default=None, help="val, test_2016_flickr (the default), test_2017_flickr, test_2017_mscoco, test_2018_flickr; the shipped sample has val and test")
+            s.add_argument("--split", default=None, help="comma-separated: val, test_2016_flickr, test_2017_flickr, test_2017_mscoco, "
+                                                         "test_2018_flickr, tatoeba (default: every test set in the data root); the shipped sample has val and test")
+            s.add_argument("--max-sentences", type=positive_int, default=None, help="score only the first N sentences of each set")
             s.add_argument("--data-dir", default=None, help="data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)")
             s.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -160,7 +168,8 @@ def _default_checkpoint_dir(args) -> Path|None:
     try:
         from annotated_transformer.multi30k import default_preset, default_checkpoint_dir
         from annotated_transformer.training import default_device
-        d = default_checkpoint_dir(args.preset or default_preset(default_device(args.device)))
+        src = args.src or ("en" if args.tgt == "de" else "de")
+        d = default_checkpoint_dir(args.preset or default_preset(default_device(args.device)), src, args.tgt or ("de" if src == "en" else "en"))
     except Exception: return None
     return d if d.is_dir() else None
 

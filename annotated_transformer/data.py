@@ -14,21 +14,25 @@ import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX, SPECIAL_TOKENS
 
 # %% auto #0
-__all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS', 'SPLITS', 'SHA256', 'SAMPLE_DIR',
-           'SAMPLE_SPLITS', 'MULTI30K_HOWTO', 'SPACE', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir',
-           'split_files', 'in_ci', 'find_multi30k', 'default_test_split', 'download_multi30k', 'read_lines',
-           'read_parallel', 'ensure_splits', 'load_split', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'Vocab',
-           'WordCodec', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs']
+__all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS', 'SPLITS', 'TEST_SPLITS', 'SHA256', 'TATOEBA',
+           'TATOEBA_COMMIT', 'TATOEBA_URL', 'TATOEBA_URL_ENV', 'TATOEBA_UPSTREAM', 'TATOEBA_FILES', 'TATOEBA_SHA256',
+           'TATOEBA_LINES', 'TATOEBA_EVERY', 'TATOEBA_PAIRS', 'TEST_SET_INFO', 'SAMPLE_DIR', 'SAMPLE_SPLITS',
+           'MULTI30K_HOWTO', 'SPACE', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir', 'split_files', 'in_ci',
+           'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'read_lines',
+           'read_parallel', 'ensure_splits', 'load_split', 'check_direction', 'available_test_splits',
+           'spacy_tokenizer', 'word_tokenize', 'detokenize', 'Vocab', 'WordCodec', 'BPECodec', 'codec_from_dict',
+           'build_codec', 'encode_pairs']
 
 # %% ../nbs/13_data.ipynb #79fad637
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 MULTI30K_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw/"
 DATA_ENV = "ANNOTATED_TRANSFORMER_DATA"          # a data root holding multi30k/ (or the files themselves)
 DATA_URL_ENV = "ANNOTATED_TRANSFORMER_DATA_URL"  # overrides MULTI30K_URL (a mirror, or file:// for tests)
-LANGS = ("de", "en")                             # (source, target)
+LANGS = ("de", "en")                             # the files' languages; de→en is the default direction
 SPLITS = {  # split -> sentence pairs
     "train": 29000, "val": 1014, "test_2016_flickr": 1000,
     "test_2017_flickr": 1000, "test_2018_flickr": 1071, "test_2017_mscoco": 461}
+TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")  # Multi30k's test sets
 SHA256 = {  # of the official .gz files at MULTI30K_COMMIT
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
@@ -43,6 +47,27 @@ SHA256 = {  # of the official .gz files at MULTI30K_COMMIT
     "test_2017_mscoco.de.gz": "799e4854c25d601cb6cb6be29eabe5667734c61ace2f495e03e429031a0bc338",
     "test_2017_mscoco.en.gz": "aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58",
 }
+
+# %% ../nbs/13_data.ipynb #3d8e5a71
+TATOEBA = "tatoeba"                      # the split name of the out-of-domain test set
+TATOEBA_COMMIT = "ac0f19c0be3cb4e0d9450fcb2d7a9847c4bdd180"
+TATOEBA_URL = f"https://raw.githubusercontent.com/Helsinki-NLP/OPUS-MT-testsets/{TATOEBA_COMMIT}/testsets/deu-eng/"
+TATOEBA_URL_ENV = "ANNOTATED_TRANSFORMER_TATOEBA_URL"  # overrides TATOEBA_URL (a mirror, or file:// for tests)
+TATOEBA_UPSTREAM = {"de": "tatoeba-test-v2021-08-07.deu", "en": "tatoeba-test-v2021-08-07.eng"}  # plain text at TATOEBA_URL
+TATOEBA_FILES = {"de": "tatoeba-test-v2021-08-07.de", "en": "tatoeba-test-v2021-08-07.en"}      # in <root>/tatoeba/, + .gz
+TATOEBA_SHA256 = {  # of the upstream plain text (the same text as the gzipped files in a data root)
+    "de": "a06d3300c05158e83bb5c1709a0bf5aecc2e28c895e66f03b1c914a7fdd8c8c6",
+    "en": "5d0e3169914a5e3f4ca7bdec670880f2025385c5a7e29547d9cbd7992105e77f"}
+TATOEBA_LINES = 17565                    # sentence pairs in the full test set, sorted alphabetically
+TATOEBA_EVERY = 8                        # the `tatoeba` split: lines 0, 8, 16, ... of the full set
+TATOEBA_PAIRS = -(-TATOEBA_LINES // TATOEBA_EVERY)  # 2,196 pairs
+TEST_SET_INFO = {  # split -> one line for tables and notes
+    "test_2016_flickr": "Multi30k 2016 test: captions of 1,000 Flickr30K images",
+    "test_2017_flickr": "Multi30k 2017 test: captions of 1,000 more Flickr images",
+    "test_2017_mscoco": "Multi30k 2017 MSCOCO test: 461 captions of COCO images with ambiguous verbs (harder)",
+    "test_2018_flickr": "Multi30k 2018 test: captions of 1,071 Flickr images",
+    TATOEBA: f"Tatoeba de-en test v2021-08-07, every {TATOEBA_EVERY}th of {TATOEBA_LINES:,} lines ({TATOEBA_PAIRS:,} pairs): "
+             f"everyday sentences, out of domain"}
 
 # %% ../nbs/13_data.ipynb #27a21a65
 def default_cache_dir() -> Path:
@@ -66,13 +91,16 @@ def resolve_data_dir(data_dir: str|os.PathLike|None=None, # a data root or the m
     raise FileNotFoundError(f"data directory {root} (from {origin}) holds neither a multi30k/ folder nor Multi30k files "
                             f"such as train.de.gz, train.en.gz, val.de.gz (plain or gzipped)")
 
-def split_files(split: str,                 # one of SPLITS (or any name, for a custom folder)
-                folder: str|os.PathLike,    # the folder holding the files
-               ) -> tuple[Path, Path]|None: # (source, target) paths, or None when either is absent
-    "The (de, en) files of `split` in `folder`: `.gz` preferred, plain text accepted."
+def split_files(split: str,                 # one of SPLITS, TATOEBA (or any name, for a custom folder)
+                folder: str|os.PathLike,    # the folder holding the Multi30k files
+               ) -> tuple[Path, Path]|None: # (de, en) paths, or None when either is absent
+    "The (de, en) files of `split` in `folder` (Tatoeba's: in `tatoeba/` beside it); `.gz` preferred, plain text accepted."
+    folder = Path(folder)
+    if split == TATOEBA: folder, stems = folder.parent / "tatoeba", [TATOEBA_FILES[l] for l in LANGS]
+    else: stems = [f"{split}.{l}" for l in LANGS]
     paths = []
-    for lang in LANGS:
-        cands = [Path(folder) / f"{split}.{lang}{x}" for x in (".gz", "")]
+    for stem in stems:
+        cands = [folder / f"{stem}{x}" for x in (".gz", "")]
         found = [p for p in cands if p.is_file()]
         if not found: return None
         paths.append(found[0])
@@ -119,6 +147,30 @@ def _fetch_url(url: str) -> bytes:
 
 def _sha256(data: bytes) -> str: return hashlib.sha256(data).hexdigest()
 
+def _download_checked(folder: Path, files: dict, # stored name -> (url, sha256 of the fetched bytes)
+                      fetch: Callable[[str], bytes], quiet: bool,
+                      store: Callable[[bytes], bytes]=lambda b: b, # fetched bytes -> bytes to write
+                     ) -> list[tuple[str, str]]:  # (name, why) of each file that could not be fetched
+    "Fetch each file, refuse a wrong sha256, write it atomically (temporary file, then rename)."
+    failed = []
+    for name, (url, sha) in files.items():
+        if not quiet: print(f"downloading {url}", file=sys.stderr)
+        try: data = fetch(url)
+        except (OSError, urllib.error.URLError) as e:
+            failed.append((name, f"{type(e).__name__}: {e}")); continue
+        if _sha256(data) != sha:
+            raise OSError(f"{url}: sha256 {_sha256(data)} does not match the expected {sha}; "
+                          f"the download is corrupt or not the official file")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+        try:
+            with os.fdopen(fd, "wb") as f: f.write(store(data)); f.flush(); os.fsync(f.fileno())
+            os.replace(tmp, folder / name)
+        finally:
+            if os.path.exists(tmp): os.unlink(tmp)
+    return failed
+
+# %% ../nbs/13_data.ipynb #3e7b91c5
 def download_multi30k(folder: str|os.PathLike,          # where to write the files (the cache)
                       splits: Iterable[str]=tuple(SPLITS), # which splits to fetch
                       base_url: str|None=None,          # default: $ANNOTATED_TRANSFORMER_DATA_URL, else MULTI30K_URL
@@ -133,23 +185,7 @@ def download_multi30k(folder: str|os.PathLike,          # where to write the fil
         if s not in SPLITS: raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)}")
     missing = [f"{s}.{l}.gz" for s in splits for l in LANGS
                if not any((folder / f"{s}.{l}{x}").is_file() for x in (".gz", ""))]
-    failed = []
-    for name in missing:
-        url = base_url + name
-        if not quiet: print(f"downloading {url}", file=sys.stderr)
-        try: data = fetch(url)
-        except (OSError, urllib.error.URLError) as e:
-            failed.append((name, f"{type(e).__name__}: {e}")); continue
-        if _sha256(data) != SHA256[name]:
-            raise OSError(f"{url}: sha256 {_sha256(data)} does not match the expected {SHA256[name]}; "
-                          f"the download is corrupt or not the official file")
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "wb") as f: f.write(data); f.flush(); os.fsync(f.fileno())
-            os.replace(tmp, folder / name)
-        finally:
-            if os.path.exists(tmp): os.unlink(tmp)
+    failed = _download_checked(folder, {n: (base_url + n, SHA256[n]) for n in missing}, fetch, quiet)
     if failed:
         lines = "\n".join(f"  {n}  ({why})" for n, why in failed)
         raise FileNotFoundError(
@@ -157,6 +193,27 @@ def download_multi30k(folder: str|os.PathLike,          # where to write the fil
             f"Put the official files (multi30k/dataset, data/task1/raw/) into {folder}, "
             f"or point --data-dir or ${DATA_ENV} at a folder that holds them (or holds multi30k/ with them), "
             f"or set ${DATA_URL_ENV} to another host that serves them (a mirror's URL, or file:///path/to/folder/).")
+    return folder
+
+# %% ../nbs/13_data.ipynb #b7d31f0a
+def download_tatoeba(folder: str|os.PathLike,           # where to write the files (the cache's tatoeba/)
+                     base_url: str|None=None,           # default: $ANNOTATED_TRANSFORMER_TATOEBA_URL, else TATOEBA_URL
+                     fetch: Callable[[str], bytes]|None=None, # url -> bytes (default: urllib)
+                     quiet: bool=False,                 # no messages on stderr
+                    ) -> Path:
+    "Download the Tatoeba de–en test set's missing files into `folder`, checking the sha256 of each text; stored gzipped."
+    folder, fetch = Path(folder), fetch or _fetch_url
+    base_url = base_url or os.environ.get(TATOEBA_URL_ENV) or TATOEBA_URL
+    if not base_url.endswith("/"): base_url += "/"
+    files = {f"{TATOEBA_FILES[l]}.gz": (base_url + TATOEBA_UPSTREAM[l], TATOEBA_SHA256[l]) for l in LANGS
+             if not any((folder / f"{TATOEBA_FILES[l]}{x}").is_file() for x in (".gz", ""))}
+    failed = _download_checked(folder, files, fetch, quiet, store=lambda b: gzip.compress(b, 9, mtime=0))
+    if failed:
+        lines = "\n".join(f"  {n}  ({why})" for n, why in failed)
+        raise FileNotFoundError(
+            f"the Tatoeba test files are missing and could not be downloaded from {base_url}:\n{lines}\n"
+            f"Put {', '.join(TATOEBA_UPSTREAM.values())} from {TATOEBA_URL} into {folder} (renamed to "
+            f"{', '.join(TATOEBA_FILES.values())}, gzipped or not), or set ${TATOEBA_URL_ENV} to a host that serves them.")
     return folder
 
 # %% ../nbs/13_data.ipynb #d0b69417
@@ -195,28 +252,60 @@ def ensure_splits(splits: Iterable[str],                 # e.g. ("train", "val",
     "Check (and, in the cache, download) the files of `splits`; one error names all missing files."
     splits = list(dict.fromkeys(splits))                   # each split once, in order (val may be asked for twice)
     for s in splits:
-        if s not in SPLITS and s not in SAMPLE_SPLITS:
-            raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)}")
+        if s not in SPLITS and s not in SAMPLE_SPLITS and s != TATOEBA:
+            raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)} (or {TATOEBA!r})")
     folder, is_cache = resolve_data_dir(data_dir)
     missing = [s for s in splits if split_files(s, folder) is None]
     if not missing: return folder
-    names = ", ".join(f"{s}.{l}.gz" for s in missing for l in LANGS)
+    m30k = [s for s in missing if s != TATOEBA]
+    names = ", ".join(f"{s}.{l}.gz" for s in m30k for l in LANGS)
+    tat = folder.parent / "tatoeba"
+    problems = ([f"{folder} lacks {names} (plain files without .gz also work); put the official files from "
+                 f"{MULTI30K_URL} there"] if m30k else []) + \
+               ([f"{tat} lacks {', '.join(f'{n}.gz' for n in TATOEBA_FILES.values())} (plain files work too); put "
+                 f"{' and '.join(TATOEBA_UPSTREAM.values())} from {TATOEBA_URL} there, renamed"] if TATOEBA in missing else [])
     if not is_cache:
-        raise FileNotFoundError(f"{folder} lacks {names} (plain files without .gz also work); put the official "
-                                f"files from {MULTI30K_URL} there, or leave --data-dir and ${DATA_ENV} unset to "
-                                f"download them into the cache (${DATA_URL_ENV} points the download at another host)")
-    if not download: raise FileNotFoundError(f"{names} not found in {folder}; {MULTI30K_HOWTO}")
-    return download_multi30k(folder, missing)
+        raise FileNotFoundError("; ".join(problems) + f"; or leave --data-dir and ${DATA_ENV} unset to download into "
+                                f"the cache (${DATA_URL_ENV} and ${TATOEBA_URL_ENV} point the downloads at other hosts)")
+    if not download: raise FileNotFoundError("; ".join(problems) + f"; {MULTI30K_HOWTO}")
+    if m30k: download_multi30k(folder, m30k)
+    if TATOEBA in missing: download_tatoeba(tat)
+    return folder
 
+# %% ../nbs/13_data.ipynb #94d0a6f2
 def load_split(split: str,                               # "train", "val", "test_2016_flickr", ...
                data_dir: str|os.PathLike|None=None,      # see `resolve_data_dir`
                max_pairs: int|None=None,                 # keep only the first `max_pairs` pairs
                download: bool=True,                      # fill the cache when files are missing
-              ) -> list[tuple[str, str]]:                # (German, English) sentence pairs
-    "Multi30k task 1 `split` (or a split of another folder, e.g. `SAMPLE_DIR`) as (de, en) raw sentence pairs."
+               src: str="de",                            # source language: "de" or "en"
+               tgt: str="en",                            # target language: the other one
+              ) -> list[tuple[str, str]]:                # (source, target) sentence pairs
+    "Multi30k task 1 `split`, `tatoeba` (every `TATOEBA_EVERY`th pair), or a split of another folder (e.g. `SAMPLE_DIR`) as (src, tgt) raw sentence pairs."
+    check_direction(src, tgt)
     folder = ensure_splits([split], data_dir, download)
     pairs = read_parallel(*split_files(split, folder))
+    if split == TATOEBA:
+        if len(pairs) != TATOEBA_LINES: raise ValueError(f"{split_files(split, folder)[0]} has {len(pairs)} lines; "
+                                                         f"the Tatoeba test set v2021-08-07 has {TATOEBA_LINES}")
+        pairs = pairs[::TATOEBA_EVERY]
+    if (src, tgt) != LANGS: pairs = [(t, s) for s, t in pairs]
     return pairs[:max_pairs] if max_pairs else pairs
+
+def check_direction(src: str, tgt: str): # language codes, e.g. "de", "en"
+    "Refuse a language pair the data does not have: (de, en) or (en, de)."
+    if sorted((src, tgt)) != sorted(LANGS):
+        raise ValueError(f"cannot translate {src}→{tgt}: this data pairs {' and '.join(LANGS)} "
+                         f"(translate de→en or en→de)")
+
+# %% ../nbs/13_data.ipynb #c81e6a09
+def available_test_splits(data_dir: str|os.PathLike|None=None, # see `resolve_data_dir`
+                         ) -> list[str]:  # in order: TEST_SPLITS present, then "tatoeba" if present
+    "The test splits a job can score: those present in a data root, or all of them in the download cache."
+    folder, is_cache = resolve_data_dir(data_dir)
+    if is_cache: return [*TEST_SPLITS, TATOEBA]
+    found = [s for s in (*TEST_SPLITS, TATOEBA) if split_files(s, folder) is not None]
+    if not found and split_files("test", folder) is not None: return ["test"]   # the shipped sample
+    return found
 
 # %% ../nbs/13_data.ipynb #a9321821
 SPACE = "▁"  # marks a token that had whitespace before it
@@ -335,15 +424,17 @@ class WordCodec:
 class BPECodec:
     "Joint byte-pair-encoding vocabulary shared by source and target (§5.1), via Hugging Face `tokenizers`."
     kind, shared = "bpe", True
-    def __init__(self, tokenizer): # a `tokenizers.Tokenizer` whose first ids are SPECIAL_TOKENS
+    def __init__(self, tokenizer, # a `tokenizers.Tokenizer` whose first ids are SPECIAL_TOKENS
+                 src_lang: str="de", tgt_lang: str="en"): # the direction it was built for
         for i, t in enumerate(SPECIAL_TOKENS):
             if tokenizer.token_to_id(t) != i: raise ValueError(f"BPE tokenizer must have {t!r} at id {i}")
-        self.tokenizer = tokenizer
+        self.tokenizer, self.src_lang, self.tgt_lang = tokenizer, src_lang, tgt_lang
 
     @classmethod
     def build(cls, pairs: Sequence[tuple[str, str]], # training (source, target) sentences
               vocab_size: int=8000,                  # merges stop when the joint vocabulary has this many ids
               min_freq: int=2,                        # a merge must be seen this often
+              src_lang: str="de", tgt_lang: str="en", # the direction (recorded, checked when translating)
              ) -> BPECodec:
         "Learn joint BPE merges on both sides of the training pairs."
         from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders, normalizers
@@ -354,7 +445,7 @@ class BPECodec:
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_freq,
                                       special_tokens=list(SPECIAL_TOKENS), show_progress=False)
         tok.train_from_iterator([s for s, _ in pairs] + [t for _, t in pairs], trainer)
-        return cls(tok)
+        return cls(tok, src_lang, tgt_lang)
 
     @property
     def src_vocab_size(self): return self.tokenizer.get_vocab_size()
@@ -372,11 +463,12 @@ class BPECodec:
             if i not in (PAD_IDX, BOS_IDX): out.append(i)
         return self.tokenizer.decode(out, skip_special_tokens=False).strip()
     def to_dict(self) -> dict:
-        return {"format": VOCAB_FORMAT, "kind": self.kind, "tokenizer": self.tokenizer.to_str()}
+        return {"format": VOCAB_FORMAT, "kind": self.kind, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
+                "tokenizer": self.tokenizer.to_str()}
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d): # a vocabulary stored before directions were recorded is de→en
         from tokenizers import Tokenizer
-        return cls(Tokenizer.from_str(d["tokenizer"]))
+        return cls(Tokenizer.from_str(d["tokenizer"]), d.get("src_lang", "de"), d.get("tgt_lang", "en"))
 
 # %% ../nbs/13_data.ipynb #666d5698
 def codec_from_dict(d: dict,                # `codec.to_dict()`, e.g. a checkpoint's extra["vocab"]
@@ -402,9 +494,11 @@ def build_codec(pairs: Sequence[tuple[str, str]], # training pairs (never valida
                 bpe: bool=False,                   # joint BPE instead of word vocabularies
                 min_freq: int=2,                   # see `Vocab.build` / `BPECodec.build`
                 bpe_vocab_size: int=8000,          # joint BPE vocabulary size
+                src_lang: str="de", tgt_lang: str="en", # the direction of `pairs`
                ) -> WordCodec|BPECodec:
-    "The text pipeline for a training run."
-    return BPECodec.build(pairs, bpe_vocab_size, min_freq) if bpe else WordCodec.build(pairs, min_freq)
+    "The text pipeline for a training run; it records its direction."
+    if bpe: return BPECodec.build(pairs, bpe_vocab_size, min_freq, src_lang, tgt_lang)
+    return WordCodec.build(pairs, min_freq, src_lang, tgt_lang)
 
 # %% ../nbs/13_data.ipynb #2601bf3b
 def encode_pairs(codec, # a `WordCodec` or `BPECodec`

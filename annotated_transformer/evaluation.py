@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/evaluation.h
 
 # %% ../nbs/15_evaluation.ipynb #265bfa25
 from __future__ import annotations
-import sys
+import sys, time
 from dataclasses import dataclass, asdict
 from typing import Callable, Sequence
 import torch
@@ -16,7 +16,8 @@ from .data import WordCodec, BPECodec
 from .decoding import decode_corpus
 
 # %% auto #0
-__all__ = ['BleuResult', 'corpus_bleu', 'encode_sources', 'translate', 'evaluate_bleu']
+__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'translate', 'evaluate_bleu', 'score_sets',
+           'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -34,6 +35,14 @@ def corpus_bleu(hypotheses: Sequence[str], # detokenized system output, one per 
                ) -> BleuResult:
     "sacreBLEU corpus BLEU (13a tokenization, cased) against one or several reference streams (`nrefs` in the signature)."
     from sacrebleu.metrics import BLEU
+    streams = _reference_streams(hypotheses, references)
+    bleu = BLEU()
+    r = bleu.corpus_score(list(hypotheses), streams)
+    details = str(r).split(" ", 3)[-1]      # after "BLEU = xx.xx"
+    return BleuResult(float(r.score), str(bleu.get_signature()), details, len(hypotheses))
+
+def _reference_streams(hypotheses, references) -> list[list[str]]:
+    "Check hypotheses and references as sacreBLEU takes them; return the reference streams."
     if isinstance(hypotheses, str): raise TypeError("hypotheses must be a sequence of strings (one per sentence), not one str")
     refs, n = list(references), len(hypotheses)
     if all(isinstance(r, str) for r in refs):           # one reference per sentence: a single stream
@@ -46,11 +55,27 @@ def corpus_bleu(hypotheses: Sequence[str], # detokenized system output, one per 
         for i, s in enumerate(streams):
             if len(s) != n: raise ValueError(f"reference stream {i} has {len(s)} references but there are {n} hypotheses")
     if n == 0: raise ValueError("no sentences to score")
-    bleu = BLEU()
-    r = bleu.corpus_score(list(hypotheses), streams)
-    details = str(r).split(" ", 3)[-1]      # after "BLEU = xx.xx"
-    return BleuResult(float(r.score), str(bleu.get_signature()), details, n)
+    return streams
 
+
+# %% ../nbs/15_evaluation.ipynb #5e8a0f37
+@dataclass
+class ChrfResult:
+    "A corpus chrF score with sacreBLEU's signature."
+    score: float       # chrF (β = 2), 0–100
+    signature: str     # e.g. nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.4.0
+    n_sentences: int   # hypotheses scored
+    def __str__(self): return f"chrF2 = {self.score:.2f}  ({self.signature})"
+    def to_dict(self) -> dict: return asdict(self)
+
+def corpus_chrf(hypotheses: Sequence[str], # detokenized system output, one per sentence
+                references: Sequence[str]|Sequence[Sequence[str]], # as in `corpus_bleu`
+               ) -> ChrfResult:
+    "sacreBLEU corpus chrF (character 6-grams, β = 2, cased) against one or several reference streams."
+    from sacrebleu.metrics import CHRF
+    streams = _reference_streams(hypotheses, references)
+    chrf = CHRF()
+    return ChrfResult(float(chrf.corpus_score(list(hypotheses), streams).score), str(chrf.get_signature()), len(hypotheses))
 
 # %% ../nbs/15_evaluation.ipynb #cd7e8e2c
 def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
@@ -93,3 +118,31 @@ def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translat
     "Translate the source side of `pairs` and score it against the raw references with sacreBLEU."
     hyps = translate(model, codec, [s for s, _ in pairs], beam_size, alpha, batch_size, progress)
     return corpus_bleu(hyps, [t for _, t in pairs]), hyps
+
+# %% ../nbs/15_evaluation.ipynb #8d3b1e62
+def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `translate`
+               sets: dict[str, Sequence[tuple[str, str]]],      # set name -> (source, reference) raw sentence pairs
+               beam_size: int=4, alpha: float=0.6, batch_size: int=64, progress: bool=False,
+              ) -> list[dict]:  # per set: set, sentences, bleu, chrf, bleu_signature, chrf_signature, decode_s, hypotheses
+    "Translate and score each set with sacreBLEU's BLEU and chrF; one row per set, in the order given."
+    rows = []
+    for name, pairs in sets.items():
+        pairs = list(pairs)
+        if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
+        t = time.perf_counter()
+        bleu, hyps = evaluate_bleu(model, codec, pairs, beam_size, alpha, batch_size, progress)
+        seconds = time.perf_counter() - t
+        chrf = corpus_chrf(hyps, [r for _, r in pairs])
+        rows.append({"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,
+                     "bleu_signature": bleu.signature, "chrf_signature": chrf.signature,
+                     "decode_s": round(seconds, 2), "hypotheses": hyps})
+    return rows
+
+def score_table(rows: Sequence[dict], # `score_sets` rows (or dicts with set, sentences, bleu, chrf and the signatures)
+               ) -> str:              # Markdown: the table, then the signatures
+    "A Markdown table `set | sentences | BLEU | chrF`, with the metrics' sacreBLEU signatures under it."
+    if not rows: raise ValueError("no rows to tabulate")
+    lines = ["| set | sentences | BLEU | chrF |", "| --- | ---: | ---: | ---: |"]
+    lines += [f"| {r['set']} | {r['sentences']:,} | {r['bleu']:.2f} | {r['chrf']:.2f} |" for r in rows]
+    sigs = lambda key: " ; ".join(dict.fromkeys(r[key] for r in rows))   # one, unless the rows were scored differently
+    return "\n".join(lines) + f"\n\nBLEU: `{sigs('bleu_signature')}`  \nchrF2: `{sigs('chrf_signature')}`\n"

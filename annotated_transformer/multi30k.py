@@ -17,15 +17,18 @@ from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
 from .training import (fit, seed_everything, distributed_session, load_checkpoint, save_checkpoint,
     model_from_checkpoint, list_checkpoints, latest_checkpoint)
-from .data import (SPLITS, ensure_splits, load_split, build_codec, codec_from_dict, encode_pairs,
+from .data import (SPLITS, ensure_splits, load_split, build_codec, codec_from_dict, encode_pairs, check_direction,
+    available_test_splits,
     resolve_data_dir, default_test_split)
 from .decoding import average_checkpoints
-from .evaluation import translate, evaluate_bleu
+from .evaluation import translate, evaluate_bleu, score_sets, score_table
+from .pretrained import load_model
 
 # %% auto #0
 __all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'default_checkpoint_dir',
-           'resumed_recipe', 'train_multi30k', 'load_translator', 'train_command', 'translate_command',
-           'evaluate_command', 'average_command', 'bleu_sweep', 'plot_bleu_sweep']
+           'direction', 'check_same_direction', 'resumed_recipe', 'train_multi30k', 'load_translator', 'train_command',
+           'open_translator', 'translate_command', 'evaluate_command', 'average_command', 'bleu_sweep',
+           'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -58,7 +61,7 @@ class Multi30kRecipe:
 RECIPES = {
     "tiny":  Multi30kRecipe(model="tiny", bpe_vocab_size=2000, batch_tokens=2048, warmup_steps=200, lr_scale=0.5,
                             epochs=10, save_every=50),
-    "small": Multi30kRecipe(),
+    "small": Multi30kRecipe(dropout=0.2, epochs=14),
     "base":  Multi30kRecipe(model="base", dropout=0.3, batch_tokens=8192, warmup_steps=1000, lr_scale=0.7, epochs=30),
     "big":   Multi30kRecipe(model="big", dropout=0.3, batch_tokens=8192, warmup_steps=1000, lr_scale=0.5, epochs=30),
 }
@@ -80,9 +83,29 @@ def default_preset(device: torch.device) -> str:
     "The recipe fitted to the hardware: `base` on a GPU, `small` on a CPU."
     return "base" if device.type == "cuda" else "small"
 
-def default_checkpoint_dir(preset: str) -> Path: # a key of RECIPES
-    "Where `train` keeps a run's checkpoints when no directory is given: checkpoints/multi30k-PRESET (relative)."
-    return Path(f"checkpoints/multi30k-{preset}")
+def default_checkpoint_dir(preset: str, # a key of RECIPES
+                           src: str="de", tgt: str="en", # the direction
+                          ) -> Path:
+    "Where `train` keeps a run's checkpoints when no directory is given: checkpoints/multi30k-PRESET (de→en) or …-PRESET-en-de."
+    return Path(f"checkpoints/multi30k-{preset}" + ("" if (src, tgt) == ("de", "en") else f"-{src}-{tgt}"))
+
+def direction(ck: dict) -> tuple[str, str]: # a checkpoint (or its extra) written by `train`
+    "The (source, target) languages a checkpoint translates; one from before directions were recorded is de→en."
+    extra = ck.get("extra", ck) or {}
+    if "src" in extra: return extra["src"], extra["tgt"]
+    vocab = extra.get("vocab") or {}
+    return vocab.get("src_lang", "de"), vocab.get("tgt_lang", "en")
+
+def check_same_direction(have: tuple[str, str], # what the model translates
+                         src: str|None, tgt: str|None, # what was asked for (None: anything)
+                         where): # the model, named in the error
+    "Refuse to use a model the other way round: asking en→de of a de→en model is an error, not garbage."
+    if src is None and tgt is None: return
+    other = lambda lang: "en" if lang == "de" else "de"
+    want = (src or other(tgt), tgt or other(src))
+    if want != tuple(have):
+        raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {want[0]}→{want[1]}; "
+                         f"use a model trained {want[0]}→{want[1]} (e.g. train with --src {want[0]} --tgt {want[1]})")
 
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
 RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "alpha")  # recipe fields a resumed run applies
@@ -118,13 +141,15 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                    seed: int|None=None,                    # seeds the model, dropout and batch order (None: 0; resuming: the run's)
                    device: str|None=None,                  # default: cuda if available, else cpu
                    precision: str="fp32",                  # "fp32", "bf16", "fp16" (chapter 11)
-                   evaluate_splits: tuple|None=None,       # scored with beam search at the end (None: val and the test split)
+                   evaluate_splits: tuple|None=None,       # scored with beam search at the end (None: val and every test set there)
                    max_eval_sentences: int|None=None,      # score only the first N sentences of each split
                    progress: bool=True,                    # tqdm bars on stderr
                    log=None,                               # callable for messages (default: print to stderr)
+                   src: str|None=None,                     # source language, "de" (default) or "en"; resuming: the run's
+                   tgt: str|None=None,                     # target language, the other one
                    **overrides,                            # any `Multi30kRecipe` field (resuming: see `resumed_recipe`)
                   ) -> dict:                               # results: BLEU, signature, times, paths, examples
-    "Train the Transformer on Multi30k de→en, average the last checkpoints, score with sacreBLEU."
+    "Train the Transformer on Multi30k (de→en, or en→de as in the paper), average the last checkpoints, score with sacreBLEU."
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     t_start = time.perf_counter()
     with distributed_session(device) as ctx:
@@ -132,7 +157,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
         asked = {"preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
         preset = preset or default_preset(dev)
         if preset not in RECIPES: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(RECIPES)}")
-        ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(preset)
+        ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(preset, src or "de", tgt or ("de" if src == "en" else "en"))
         existing = latest_checkpoint(ckpt_dir)
         if existing is not None and not resume:
             raise ValueError(f"{ckpt_dir} already holds checkpoints of a run (latest {existing.name}); "
@@ -143,18 +168,23 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             recipe, run = resumed_recipe(ck.get("extra") or {}, asked, existing)
             codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
             preset, seed, max_train_pairs = run["preset"] or preset, run["seed"], run["max_train_pairs"]
+            check_same_direction(direction(ck), src, tgt, f"the run in {ckpt_dir}")
+            src, tgt = direction(ck)
             del ck
         seed = 0 if seed is None else seed
+        src = src or ("en" if tgt == "de" else "de"); tgt = tgt or ("de" if src == "en" else "en")
+        check_direction(src, tgt)
         folder = resolve_data_dir(data_dir)[0]
-        if evaluate_splits is None: evaluate_splits = ("val", default_test_split(folder))
+        if evaluate_splits is None: evaluate_splits = ("val", *available_test_splits(data_dir))
         ensure_splits(("train", "val", *evaluate_splits), data_dir)   # all files first: one error names every missing one
-        train_pairs = load_split("train", data_dir, max_train_pairs)
-        val_pairs = load_split("val", data_dir)
+        train_pairs = load_split("train", data_dir, max_train_pairs, src=src, tgt=tgt)
+        val_pairs = load_split("val", data_dir, src=src, tgt=tgt)
         if existing is None:
             recipe = Multi30kRecipe.from_dict({**RECIPES[preset].to_dict(), **overrides})
             if recipe.vocab not in ("bpe", "word"): raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")
             t = time.perf_counter()
-            codec = build_codec(train_pairs, bpe=recipe.vocab == "bpe", min_freq=recipe.min_freq, bpe_vocab_size=recipe.bpe_vocab_size)
+            codec = build_codec(train_pairs, bpe=recipe.vocab == "bpe", min_freq=recipe.min_freq,
+                                bpe_vocab_size=recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
             if ctx.is_main: log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / {codec.tgt_vocab_size} target ids, "
                                 f"from {len(train_pairs)} training pairs ({time.perf_counter() - t:.1f} s)")
         seed_everything(seed)
@@ -171,7 +201,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
         updates_per_epoch = math.ceil(len(loader) / recipe.accum_steps)
         total = min(x for x in (max_steps, n_epochs * updates_per_epoch if n_epochs else None) if x is not None)
         if ctx.is_main:
-            log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) on {len(train_data)} pairs, "
+            log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) {src}→{tgt} on {len(train_data)} pairs, "
                 f"{updates_per_epoch} updates per epoch, up to {total} updates, on {hardware_summary(dev)}")
         keep = max(recipe.average, 1)
         def averageable(final_step=None):                   # the regular checkpoints (every save_every), and the final one
@@ -182,7 +212,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
                 keep_these, stale = averageable()
                 for p in stale + keep_these[:-keep]: p.unlink(missing_ok=True)
-        extra = {"task": "multi30k", "preset": preset, "seed": seed, "max_train_pairs": max_train_pairs,
+        extra = {"task": "multi30k", "preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, "src": src, "tgt": tgt,
                  "recipe": recipe.to_dict(), "vocab": codec.to_dict()}
         t_train = time.perf_counter()
         state = fit(model, loader, opt, sched, loss_fn, max_steps=total, epochs=n_epochs, val_loader=val_loader,
@@ -201,7 +231,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             candidates.insert(0, ("averaged", m_avg, save_checkpoint(ckpt_dir / "averaged.pt", m_avg,
                                                                     train_state=avg["train_state"], extra=avg["extra"])))
             del avg
-        results = {"task": "multi30k", "preset": preset, "seed": seed, "recipe": recipe.to_dict(), "device": str(dev),
+        results = {"task": "multi30k", "src": src, "tgt": tgt, "preset": preset, "seed": seed, "recipe": recipe.to_dict(), "device": str(dev),
                    "data": str(folder), "evaluated": list(evaluate_splits),
                    "hardware": hardware_summary(dev), "parameters": count_parameters(model),
                    "src_vocab_size": codec.src_vocab_size, "tgt_vocab_size": codec.tgt_vocab_size,
@@ -211,33 +241,34 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                    "train_loss_end": _mean([l for _, l, _ in state.train_loss[-10:]]),
                    "val_loss": state.val_loss[-1][1] if state.val_loss else None,
                    "averaged": [p.name for p in last] if len(last) >= 2 else []}
-        def score(m, split):
-            pairs = load_split(split, data_dir)[:max_eval_sentences]
-            t = time.perf_counter()
-            bleu, hyps = evaluate_bleu(m, codec, pairs, recipe.beam_size, recipe.alpha, progress=progress)
-            results[f"{split}_decode_s"] = round(time.perf_counter() - t, 1)
-            results["signature"] = bleu.signature
-            return bleu.score, [{"de": s, "reference": r, "translation": h} for (s, r), h in zip(pairs[:5], hyps[:5])]
-        chosen, scored = candidates[0], {}
-        if "val" in evaluate_splits and len(candidates) > 1: # pick the averaged or the last model by validation BLEU
+        sets = {s: load_split(s, data_dir, src=src, tgt=tgt)[:max_eval_sentences] for s in evaluate_splits}
+        score = lambda m, names: score_sets(m, codec, {s: sets[s] for s in names}, recipe.beam_size, recipe.alpha, progress=progress)
+        chosen, on_val = candidates[0], {}
+        if "val" in sets and len(candidates) > 1:           # pick the averaged or the last model by validation BLEU
             for name, m, _ in candidates:
-                scored[name] = score(m, "val"); results[f"val_bleu_{name}"] = round(scored[name][0], 2)
-            chosen = max(candidates, key=lambda c: scored[c[0]][0])      # a tie keeps the averaged model
+                on_val[name] = score(m, ["val"])[0]; results[f"val_bleu_{name}"] = round(on_val[name]["bleu"], 2)
+            chosen = max(candidates, key=lambda c: on_val[c[0]]["bleu"])   # a tie keeps the averaged model
         name, final_model, final_path = chosen
         results.update(selected=name, checkpoint=str(final_path))
-        for split in evaluate_splits:
-            bleu, examples = scored[name] if split == "val" and name in scored else score(final_model, split)
-            results[f"{split}_bleu"] = round(bleu, 2)
-            results["examples"] = examples
+        rows = score(final_model, [s for s in sets if not (s == "val" and name in on_val)])
+        rows = sorted(rows + ([on_val[name]] if name in on_val else []), key=lambda r: list(sets).index(r["set"]))
+        for r in rows: results[f"{r['set']}_bleu"], results[f"{r['set']}_chrf"] = round(r["bleu"], 2), round(r["chrf"], 2)
+        shown = next((r for r in rows if r["set"] != "val"), rows[0])          # examples from the first test set
+        results["examples"] = [{"source": s, "reference": t, "translation": h}
+                               for (s, t), h in zip(sets[shown["set"]][:5], shown["hypotheses"][:5])]
+        results["scores"] = [{k: v for k, v in r.items() if k != "hypotheses"} for r in rows]
+        results["signature"] = rows[0]["bleu_signature"]
         results["total_time_s"] = round(time.perf_counter() - t_start, 1)
         return results
 
 # %% ../nbs/16_multi30k.ipynb #30041071
 def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or `average`
                     device: str|torch.device="cpu",
+                    src: str|None=None, tgt: str|None=None, # the direction asked for (None: the checkpoint's)
                    ):                       # (model in eval mode, codec, checkpoint dict)
-    "The model and text pipeline stored in a Multi30k checkpoint."
+    "The model and text pipeline stored in a Multi30k checkpoint; refuses one trained in the other direction."
     ck = load_checkpoint(path)
+    check_same_direction(direction(ck), src, tgt, path)
     vocab = (ck.get("extra") or {}).get("vocab")
     if vocab is None:
         raise ValueError(f"{path} has no vocabulary (extra['vocab']): it is not a translation checkpoint")
@@ -260,20 +291,19 @@ def train_command(args) -> int:
                                        vocab=getattr(args, "vocab", None), beam_size=args.beam_size).items() if v is not None}
     if getattr(args, "accum_steps", None) is not None: overrides["accum_steps"] = args.accum_steps
     res = train_multi30k(args.preset, args.checkpoint_dir, args.data_dir, args.resume, args.max_steps, args.epochs,
-                         args.max_train_pairs, args.seed, args.device, args.precision, **overrides)
+                         args.max_train_pairs, args.seed, args.device, args.precision,
+                         src=getattr(args, "src", None), tgt=getattr(args, "tgt", None), **overrides)
     if not res: return 0                                     # a non-main rank of a distributed run
     if args.json: print(json.dumps(res, ensure_ascii=False))
     else:
-        print(f"trained {res['updates']} updates ({res['epochs']} epochs) of the {res['preset']} recipe in "
+        print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epochs) of the {res['preset']} recipe in "
               f"{res['train_time_s'] / 60:.1f} min on {res['hardware']}")
         print(f"loss per token {res['train_loss_start']:.2f} → {res['train_loss_end']:.2f}")
         if "val_bleu_averaged" in res:
             print(f"val BLEU of the average of {len(res['averaged'])} checkpoints {res['val_bleu_averaged']:.2f}, "
                   f"of the last checkpoint {res['val_bleu_last']:.2f}: keeping the {res['selected']} model")
         print(f"model: {res['checkpoint']}")
-        for split in res["evaluated"]:
-            if f"{split}_bleu" in res: print(f"{split}: BLEU = {res[f'{split}_bleu']:.2f}")
-        print(f"sacreBLEU signature: {res['signature']} (beam {res['recipe']['beam_size']}, α {res['recipe']['alpha']})")
+        print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['alpha']}:\n" + score_table(res["scores"]))
     return 0
 
 # %% ../nbs/16_multi30k.ipynb #22360054
@@ -288,9 +318,29 @@ def _read_stdin_lines(stream=None) -> list[str]:
     if out and out[-1] == "" and data.endswith(b"\n") or data == b"": out.pop()
     return out
 
+def open_translator(checkpoint=None,  # a checkpoint written by `train` or `average`
+                    model=None,       # a shipped model's name ("de-en", "en-de") or a folder written by `export_model`
+                    device: str|torch.device="cpu",
+                    src: str|None=None, tgt: str|None=None, # the direction asked for (None: the model's)
+                   ):                 # (model in eval mode, codec, {"checkpoint" or "model", "src", "tgt"})
+    "A translator from a checkpoint, a model folder, or — given neither — the shipped model for the direction."
+    if checkpoint is not None and model is not None: raise ValueError("give a checkpoint or a model, not both")
+    if checkpoint is not None:
+        m, codec, ck = load_translator(checkpoint, device, src, tgt)
+        return m, codec, {"checkpoint": str(checkpoint), "src": direction(ck)[0], "tgt": direction(ck)[1]}
+    if model is None:
+        s = src or ("en" if tgt == "de" else "de"); t = tgt or ("de" if s == "en" else "en")
+        check_direction(s, t); model = f"{s}-{t}"
+    m, codec, meta = load_model(model, device)
+    check_same_direction((meta["src_lang"], meta["tgt_lang"]), src, tgt, f"model {model}")
+    return m, codec, {"model": str(model), "src": meta["src_lang"], "tgt": meta["tgt_lang"]}
+
+def _open(args):
+    return open_translator(args.checkpoint, getattr(args, "model", None), _device(args), getattr(args, "src", None), getattr(args, "tgt", None))
+
 def translate_command(args) -> int:
     "`annotated-transformer translate`: one translation per input line (arguments or stdin)."
-    model, codec, _ = load_translator(args.checkpoint, _device(args))
+    model, codec, _ = _open(args)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
     kw = dict(beam_size=args.beam_size, alpha=args.length_penalty, batch_size=args.batch_size, warn=warn)
     if args.sentences:
@@ -306,20 +356,20 @@ def translate_command(args) -> int:
     return 0
 
 def evaluate_command(args) -> int:
-    "`annotated-transformer evaluate`: sacreBLEU of a checkpoint on a Multi30k split, with the signature."
-    if getattr(args, "split", None) is None: args.split = default_test_split(resolve_data_dir(args.data_dir)[0])
-    ensure_splits([args.split], args.data_dir)
-    model, codec, ck = load_translator(args.checkpoint, _device(args))
-    pairs = load_split(args.split, args.data_dir)
-    t = time.perf_counter()
-    score, _ = evaluate_bleu(model, codec, pairs, args.beam_size, args.length_penalty, args.batch_size, progress=True)
-    res = {"split": args.split, "bleu": round(score.score, 2), "signature": score.signature, "details": score.details,
-           "sentences": score.n_sentences, "beam_size": args.beam_size, "alpha": args.length_penalty,
-           "checkpoint": str(args.checkpoint), "decode_s": round(time.perf_counter() - t, 1)}
-    if args.json: print(json.dumps(res))
-    else:
-        print(f"{args.split}: BLEU = {score.score:.2f}  {score.details}")
-        print(f"sacreBLEU signature: {score.signature} (beam {args.beam_size}, α {args.length_penalty})")
+    "`annotated-transformer evaluate`: sacreBLEU and chrF of a model on every test set there (or the --split ones)."
+    splits = args.split.split(",") if getattr(args, "split", None) else available_test_splits(args.data_dir)
+    if not splits: raise FileNotFoundError(f"{resolve_data_dir(args.data_dir)[0]} holds no test set; name one with --split")
+    ensure_splits(splits, args.data_dir)                   # data errors before the model is read
+    model, codec, info = _open(args)
+    sets = {s: load_split(s, args.data_dir, getattr(args, "max_sentences", None), src=info["src"], tgt=info["tgt"]) for s in splits}
+    rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size, progress=True)
+    rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items() if k != "hypotheses"} for r in rows]
+    res = {**info, "beam_size": args.beam_size, "alpha": args.length_penalty, "sets": rows}
+    if len(rows) == 1:                                     # one set: its numbers at the top level too
+        r = rows[0]; res.update(split=r["set"], bleu=r["bleu"], chrf=r["chrf"], signature=r["bleu_signature"], sentences=r["sentences"])
+    if args.json: print(json.dumps(res, ensure_ascii=False))
+    else: print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), beam {args.beam_size}, "
+                f"α {args.length_penalty}:\n" + score_table(rows))
     return 0
 
 def average_command(args) -> int:

@@ -15,10 +15,11 @@ import matplotlib.pyplot as plt
 from .attention import MultiHeadAttention
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX, SPECIAL_TOKENS
 from .model import greedy_decode
+from .evaluation import encode_sources
 
 # %% auto #0
 __all__ = ['KINDS', 'AXES', 'NAMES', 'AttentionRecorder', 'token_labels', 'AttentionMaps', 'attention_maps', 'translate_and_map',
-           'plot_attention', 'plot_heads', 'codec_vocabs']
+           'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence']
 
 # %% ../nbs/17_attention_maps.ipynb #765e219e
 KINDS = {"encoder": "encoder.layers.{}.self_attn",   # encoder self-attention: source × source
@@ -219,3 +220,14 @@ def codec_vocabs(codec, # a `WordCodec` or `BPECodec` (see `annotated_transforme
     "Token lookups of a translation codec, for the axis labels."
     if hasattr(codec, "tokenizer"): return codec.tokenizer.id_to_token, codec.tokenizer.id_to_token   # joint BPE
     return codec.src_vocab.itos, codec.tgt_vocab.itos                                              # word vocabularies
+
+# %% ../nbs/17_attention_maps.ipynb #f844267a
+def map_sentence(model: nn.Module,       # a trained `Transformer`, e.g. from `load_model` or `load_translator`
+                 codec,                  # its text pipeline, a `WordCodec` or `BPECodec`
+                 sentence: str,          # a raw source sentence
+                 max_len: int|None=None, # longest translation; default: src_len + 50
+                ) -> AttentionMaps:
+    "Encode one raw sentence (cut to the model's `max_len`, as `encode_sources` does), greedy-translate it, record its maps."
+    ids, _ = encode_sources(codec, [sentence], getattr(getattr(model, "config", None), "max_len", None))
+    src = torch.tensor(ids, device=next(model.parameters()).device)   # (1, src_len) int64, <s> … </s>
+    return translate_and_map(model, src, *codec_vocabs(codec), max_len=max_len)

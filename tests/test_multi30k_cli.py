@@ -9,7 +9,7 @@ Two kinds of tests:
 import gzip, json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
-from annotated_transformer.data import SAMPLE_DIR, SAMPLE_SPLITS
+from annotated_transformer.data import SAMPLE_DIR, SAMPLE_SPLITS, load_split
 
 EXE = Path(sys.executable).parent / "annotated-transformer"
 DATA_ENV, URL_ENV = "ANNOTATED_TRANSFORMER_DATA", "ANNOTATED_TRANSFORMER_DATA_URL"
@@ -121,6 +121,34 @@ def test_evaluate_on_the_sample(trained, offline):
     assert "nrefs:1|case:mixed|eff:no|tok:13a" in j["signature"]
 
 
+def test_both_directions_recorded_and_enforced(trained, tmp_path, offline):
+    "--src en --tgt de trains the paper's direction; a model is never used the other way round."
+    _, res, _ = trained
+    assert (res["src"], res["tgt"]) == ("de", "en")                         # the default direction
+    r = cli("translate", "--checkpoint", res["checkpoint"], "--src", "en", "A dog.")
+    assert r.returncode == 1 and "translates de→en, not en→de" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    run = tmp_path / "en-de"
+    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--src", "en", "--max-steps", 4, "--save-every", 2,
+            "--max-train-pairs", 200, "--beam-size", 1, "--checkpoint-dir", run, "--json", **offline)
+    assert r.returncode == 0, r.stderr[-2000:]
+    j = last_json(r.stdout)
+    assert (j["src"], j["tgt"]) == ("en", "de")
+    assert j["examples"][0]["source"] == load_split("test", SAMPLE_DIR, src="en", tgt="de")[0][0]   # English sources
+    r = cli("evaluate", "--checkpoint", j["checkpoint"], "--data-dir", SAMPLE_DIR, "--tgt", "en", "--max-sentences", 2, **offline)
+    assert r.returncode == 1 and "translates en→de, not de→en" in r.stderr
+    r = cli("evaluate", "--checkpoint", j["checkpoint"], "--data-dir", SAMPLE_DIR, "--split", "test", "--max-sentences", 3,
+            "--beam-size", 1, "--json", **offline)
+    assert r.returncode == 0, r.stderr[-2000:]
+    e = last_json(r.stdout)
+    assert (e["src"], e["tgt"], e["split"], e["sentences"]) == ("en", "de", "test", 3) and 0 <= e["chrf"] <= 100
+    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--src", "de", "--max-steps", 6, "--resume",
+            "--checkpoint-dir", run, **offline)
+    assert r.returncode == 1 and "translates en→de, not de→en" in r.stderr
+    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--src", "en", "--tgt", "en", "--max-steps", 1,
+            "--checkpoint-dir", tmp_path / "x", **offline)
+    assert r.returncode == 1 and "cannot translate en→en" in r.stderr
+
+
 def test_average_and_refusals(trained, tmp_path, offline):
     run, res, _ = trained
     steps = sorted(run.glob("step_*.pt"))
@@ -183,9 +211,11 @@ def test_multi30k_train_loss_drops_and_reports_bleu(request):
     need_multi30k()
     run, res, r = request.getfixturevalue("trained_multi30k")
     assert res["updates"] == 300 and res["train_pairs"] == 2000
-    assert res["evaluated"] == ["val", "test_2016_flickr"]
+    sets = ["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr", "tatoeba"]
+    assert res["evaluated"] == sets                       # every test set in the data root, and the out-of-domain one
+    assert [r["set"] for r in res["scores"]] == sets and [r["sentences"] for r in res["scores"]] == [1014, 1000, 1000, 461, 1071, 2196]
     assert res["train_loss_end"] < res["train_loss_start"] - 1.5, res
-    for k in ("val_bleu", "test_2016_flickr_bleu"): assert 0 <= res[k] <= 100
+    for k in sets: assert 0 <= res[f"{k}_bleu"] <= 100 and 0 <= res[f"{k}_chrf"] <= 100
     assert "tok:13a" in res["signature"] and "case:mixed" in res["signature"]
     assert len(res["averaged"]) == 5 and (run / "averaged.pt").exists()
 
@@ -195,7 +225,7 @@ def test_multi30k_evaluate_prints_bleu_and_signature(request):
     _, res, _ = request.getfixturevalue("trained_multi30k")
     r = cli("evaluate", "--checkpoint", res["checkpoint"], "--split", "test_2017_mscoco", "--beam-size", 2, **{DATA_ENV: root})
     assert r.returncode == 0, r.stderr
-    assert "test_2017_mscoco: BLEU = " in r.stdout and "nrefs:1|case:mixed|eff:no|tok:13a" in r.stdout
+    assert "| test_2017_mscoco | 461 | " in r.stdout and "nrefs:1|case:mixed|eff:no|tok:13a" in r.stdout and "chrF2: " in r.stdout
     r = subprocess.run([sys.executable, "-m", "annotated_transformer", "evaluate", "--checkpoint", res["checkpoint"],
                         "--split", "test_2017_mscoco", "--beam-size", "2", "--json"], capture_output=True, text=True,
                        env=env(**{DATA_ENV: root}))
