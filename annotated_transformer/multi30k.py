@@ -45,7 +45,7 @@ class Multi30kRecipe:
     lr_scale: float = 0.7         # factor on the §5.3 learning rate
     label_smoothing: float = 0.1  # ε_ls (§5.4)
     clip_grad: float|None = None  # gradient-norm clipping (not in the paper)
-    epochs: int = 7               # passes over the training data (the run this chapter reports)
+    epochs: int = 7               # passes over the training data (`small` runs 14)
     save_every: int = 100         # updates between checkpoints
     average: int = 5              # average the last this-many checkpoints (§6.1)
     beam_size: int = 4            # §6.1

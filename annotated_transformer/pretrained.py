@@ -27,7 +27,7 @@ DATA_FILES = (WEIGHTS, CONFIG, VOCAB)                    # the files SHA256SUMS 
 STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MODELS_DIR = Path(str(importlib.resources.files("annotated_transformer"))) / "models"   # the shipped model folders
 SHIPPED = {"de-en": "German → English", "en-de": "English → German"}  # name -> direction; each in MODELS_DIR / name
-SHIPPED_SHA256SUMS = {"de-en": "026112ad3d72f76797b023e75f3d1db3b5ba61bbdff50a9beb9192fa06810ec8", "en-de": None}       # name -> sha256 of its SHA256SUMS; None: not shipped yet
+SHIPPED_SHA256SUMS = {"de-en": "026112ad3d72f76797b023e75f3d1db3b5ba61bbdff50a9beb9192fa06810ec8", "en-de": "e198a907a1285bb96a869333e7175055d288d43eadbfa5b1054e99b8624c0eb5"}       # name -> sha256 of its SHA256SUMS; None: not shipped yet
 
 # %% ../nbs/32_pretrained.ipynb #10dc7f75
 def file_sha256(path: str|os.PathLike) -> str: # a file
