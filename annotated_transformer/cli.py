@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, helptext in [("translate", "translate sentences with a trained checkpoint"),
                            ("evaluate", "score a checkpoint on a Multi30k split with sacreBLEU")]:
         s = sub.add_parser(name, help=helptext, description=helptext)
-        s.add_argument("--checkpoint", default=None, help="a checkpoint written by `train` or `average`")
-        s.add_argument("--model", default=None, help="a shipped model, de-en or en-de, or a folder written by `export` "
+        which = s.add_mutually_exclusive_group()
+        which.add_argument("--checkpoint", default=None, help="a checkpoint written by `train` or `average`")
+        which.add_argument("--model", default=None, help="a shipped model, de-en or en-de, or a folder written by `export` "
                                                      "(default without --checkpoint: the shipped model for --src/--tgt, de-en)")
         s.add_argument("--beam-size", type=positive_int, default=4, help="beam size (1 = greedy; default 4, §6.1)")
         s.add_argument("--length-penalty", type=non_negative_float, default=0.6, help="α of the length penalty (default 0.6, §6.1)")

@@ -357,8 +357,8 @@ def translate_command(args) -> int:
 
 def evaluate_command(args) -> int:
     "`annotated-transformer evaluate`: sacreBLEU and chrF of a model on every test set there (or the --split ones)."
-    splits = args.split.split(",") if getattr(args, "split", None) else available_test_splits(args.data_dir)
-    if not splits: raise FileNotFoundError(f"{resolve_data_dir(args.data_dir)[0]} holds no test set; name one with --split")
+    splits = (args.split.split(",") if getattr(args, "split", None) else available_test_splits(args.data_dir)
+              or [default_test_split(resolve_data_dir(args.data_dir)[0])])   # none there: the error names test_2016_flickr's files
     ensure_splits(splits, args.data_dir)                   # data errors before the model is read
     model, codec, info = _open(args)
     sets = {s: load_split(s, args.data_dir, getattr(args, "max_sentences", None), src=info["src"], tgt=info["tgt"]) for s in splits}

@@ -569,7 +569,7 @@ USAGE_ERRORS = [
     (["translate", "--checkpoint", "x", "--beam-size", "0", "hi"], "--beam-size: 0 must be at least 1"),
     (["translate", "--checkpoint", "x", "--batch-size", "0"], "--batch-size: 0 must be at least 1"),
     (["translate", "--checkpoint", "x", "--length-penalty", "-0.5"], "--length-penalty: -0.5 must be at least 0"),
-    (["translate", "hi"], "the following arguments are required: --checkpoint"),
+    (["translate", "--checkpoint", "x", "--model", "de-en", "hi"], "not allowed with argument --checkpoint"),
     (["evaluate", "--checkpoint", "x", "--beam-size", "-3"], "--beam-size: -3 must be at least 1"),
     (["average", "--output", "o.pt"], "the following arguments are required: checkpoints"),
     (["bench", "--quick", "--frobnicate"], "unrecognized arguments: --frobnicate"),
