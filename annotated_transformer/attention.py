@@ -92,12 +92,14 @@ class MultiHeadAttention(nn.Module):
                  n_heads: int,          # h
                  dropout: float=0.0,    # dropout on attention weights; the paper uses none
                  fused: bool=True,      # use F.scaled_dot_product_attention (else the explicit version)
+                 d_k: int|None=None,    # per-head key/value size; None: d_model / h (the paper's choice; Table 3 (B) varies it)
                 ):
         super().__init__()
-        if d_model % n_heads: raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.in_proj = nn.Linear(d_model, 3 * d_model)    # [W^Q; W^K; W^V]
-        self.out_proj = nn.Linear(d_model, d_model)       # W^O
+        if d_k is None and d_model % n_heads: raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_k or d_model // n_heads
+        self.inner = n_heads * self.d_k                   # h·d_k, = d_model unless d_k is given
+        self.in_proj = nn.Linear(d_model, 3 * self.inner) # [W^Q; W^K; W^V]
+        self.out_proj = nn.Linear(self.inner, d_model)    # W^O
         self.dropout, self.fused = dropout, fused
         self.record_weights, self.attn_weights = False, None
 
@@ -111,7 +113,7 @@ class MultiHeadAttention(nn.Module):
                 mask: torch.Tensor|None=None, # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
                 cache: dict|None=None,  # a layer's KV-cache entry, updated in place
                ) -> torch.Tensor:       # (batch, q_len, d_model)
-        W, b, d = self.in_proj.weight, self.in_proj.bias, self.d_model
+        W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
         if key is query and value is query:                        # self-attention: one matmul for Q, K, V
             q, k, v = map(self._heads, self.in_proj(query).chunk(3, dim=-1))  # each (batch, heads, len, d_k)
             if cache is not None:

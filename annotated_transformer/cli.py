@@ -11,7 +11,7 @@ from pathlib import Path
 from . import __version__
 
 # %% auto #0
-__all__ = ['HANDLERS', 'positive_int', 'non_negative_float', 'build_parser', 'main']
+__all__ = ['HANDLERS', 'positive_int', 'non_negative_float', 'lang_code', 'vocab_arg', 'build_parser', 'main']
 
 # %% ../nbs/30_cli.ipynb #95d07698
 def positive_int(s: str) -> int:
@@ -28,6 +28,17 @@ def non_negative_float(s: str) -> float:
     if not v >= 0: raise argparse.ArgumentTypeError(f"{v} must be at least 0")
     return v
 
+def lang_code(s: str) -> str:
+    "argparse type: a language code, the suffix of a corpus's files (de, en, fr, pt_br, ...)."
+    if not s or len(s) > 16 or not all(c.isalnum() or c in "-_" for c in s) or not s.isascii():
+        raise argparse.ArgumentTypeError(f"{s!r} is not a language code (letters, digits, - or _; e.g. de, en, pt_br)")
+    return s
+
+def vocab_arg(s: str) -> str:
+    "argparse type for `train --vocab`: bpe, word, or an existing vocabulary file (or model folder) of an earlier run."
+    if s in ("bpe", "word") or os.path.exists(s): return s
+    raise argparse.ArgumentTypeError(f"{s!r} is neither bpe, word, nor an existing file (vocab.json, a checkpoint, a model folder)")
+
 HANDLERS = {  # (command, task) -> "module:function"; each function takes the parsed args and returns an exit status
     ("train", "copy"):     "annotated_transformer.copy_task:train_copy_command",
     ("train", "multi30k"): "annotated_transformer.multi30k:train_command",
@@ -35,6 +46,9 @@ HANDLERS = {  # (command, task) -> "module:function"; each function takes the pa
     ("evaluate", None):    "annotated_transformer.multi30k:evaluate_command",
     ("average", None):     "annotated_transformer.multi30k:average_command",
     ("bench", None):       "annotated_transformer.performance:bench_command",
+    ("variations", None):  "annotated_transformer.model_variations:variations_command",
+    ("attention", None):   "annotated_transformer.visualization:attention_command",
+    ("export", None):      "annotated_transformer.ctranslate2_export:export_command",
 }
 
 # %% ../nbs/30_cli.ipynb #0d6fcd5e
@@ -45,11 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    t = sub.add_parser("train", help="train a model: the copy task, or Multi30k German→English (the default)",
-                       description="Train the Transformer. Without --task: Multi30k de→en with a preset fitted to the hardware.")
+    t = sub.add_parser("train", help="train a model: the copy task, Multi30k German→English (the default), or your corpus",
+                       description="Train the Transformer. Without --task: Multi30k de→en with a preset fitted to the hardware; "
+                                   "with --train PREFIX --valid PREFIX: your line-aligned files PREFIX.SRC and PREFIX.TGT.")
     t.add_argument("--task", choices=["copy", "multi30k"], default="multi30k", help="what to learn (default: multi30k)")
     t.add_argument("--preset", default=None, help="model preset: tiny, small (CPU), base, big (default: fitted to the hardware)")
     t.add_argument("--data-dir", default=None, help="data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)")
+    t.add_argument("--train", metavar="PREFIX", default=None, help="your corpus: training files PREFIX.SRC and PREFIX.TGT (plain or .gz)")
+    t.add_argument("--valid", metavar="PREFIX", default=None, help="your corpus: validation files (needed with --train)")
+    t.add_argument("--test", metavar="PREFIX", nargs="+", action="extend", default=None, help="your corpus: test sets scored at the end")
     t.add_argument("--max-steps", type=positive_int, default=None, help="stop after this many optimizer updates")
     t.add_argument("--epochs", type=positive_int, default=None, help="stop after this many epochs")
     t.add_argument("--seed", type=int, default=None, help="random seed (default 0; with --resume, the run's); runs reproduce bit for bit on one machine")
@@ -64,11 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--clip-grad", type=non_negative_float, default=None, help="clip the gradient norm to this value")
     t.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="training precision (autocast)")
     t.add_argument("--device", default=None, help="cpu, cuda, cuda:1, … (default: cuda if available)")
-    t.add_argument("--vocab", choices=["bpe", "word"], default=None, help="bpe: joint BPE shared by source and target, three-way weight tying; word: spaCy words (default: the recipe's, bpe)")
+    t.add_argument("--vocab", type=vocab_arg, metavar="{bpe,word,FILE}", default=None, help="bpe: joint BPE shared by source and target, three-way weight tying; word: spaCy words (default: the recipe's, bpe); FILE: the vocab.json of an earlier run (or its checkpoint or model folder)")
     t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
     t.add_argument("--max-train-pairs", type=positive_int, default=None, help="use only the first N training pairs")
-    t.add_argument("--src", choices=["de", "en"], default=None, help="source language (default de; --src en --tgt de is the paper's direction)")
-    t.add_argument("--tgt", choices=["de", "en"], default=None, help="target language (default: the other one)")
+    t.add_argument("--src", type=lang_code, default=None, help="source language: de or en for Multi30k (default de; --src en --tgt de is the paper's direction), any suffix of your files")
+    t.add_argument("--tgt", type=lang_code, default=None, help="target language (default: the other one of de and en)")
     t.add_argument("--beam-size", type=positive_int, default=4, help="beam size for the final evaluation")
     t.add_argument("--json", action="store_true", help="print the final result as one JSON object")
 
@@ -83,16 +101,25 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--length-penalty", type=non_negative_float, default=0.6, help="α of the length penalty (default 0.6, §6.1)")
         s.add_argument("--batch-size", type=positive_int, default=64, help="sentences decoded together")
         s.add_argument("--device", default=None, help="cpu, cuda, … (default: cuda if available)")
-        s.add_argument("--src", choices=["de", "en"], default=None, help="source language (default: the model's; another is an error)")
-        s.add_argument("--tgt", choices=["de", "en"], default=None, help="target language (default: the model's; another is an error)")
+        s.add_argument("--src", type=lang_code, default=None, help="source language (default: the model's; another is an error)")
+        s.add_argument("--tgt", type=lang_code, default=None, help="target language (default: the model's; another is an error)")
         if name == "translate":
-            s.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from stdin)")
+            s.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from --input, else stdin)")
+            s.add_argument("--input", metavar="FILE", default=None, help="read the sentences from FILE, one per line (UTF-8, plain or .gz; - is stdin)")
+            s.add_argument("--output", metavar="FILE", default=None, help="write the translations to FILE (default: stdout)")
+            s.add_argument("--n-best", type=positive_int, metavar="K", default=None,
+                           help="write the K best translations of each line as INPUT_LINE<TAB>RANK<TAB>SCORE<TAB>TRANSLATION (the beam is widened to K)")
         else:
+            s.add_argument("--test", metavar="PREFIX", nargs="+", action="extend", default=None,
+                           help="score on your files PREFIX.SRC / PREFIX.TGT instead (default: the data the run was trained on)")
+            s.add_argument("--output", metavar="FILE", default=None, help="write the detokenized hypotheses to FILE (several sets: FILE's stem.SET.suffix)")
             s.add_argument("--split", default=None, help="comma-separated: val, test_2016_flickr, test_2017_flickr, test_2017_mscoco, "
                                                          "test_2018_flickr, tatoeba (default: every test set in the data root); the shipped sample has val and test")
             s.add_argument("--max-sentences", type=positive_int, default=None, help="score only the first N sentences of each set")
-            s.add_argument("--data-dir", default=None, help="data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)")
+            s.add_argument("--data-dir", default=None, help="data root (default: the one the checkpoint's run used, else $ANNOTATED_TRANSFORMER_DATA, else the user cache)")
             s.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+    _add_attention_parser(sub)
 
     a = sub.add_parser("average", help="average the parameters of several checkpoints (§6.1)",
                        description="Average the weights of checkpoints of one run (the paper averaged the last 5).")
@@ -104,6 +131,31 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     b.add_argument("--json", action="store_true", help="print the ratios as one JSON object")
     b.add_argument("--device", default=None, help="cpu, cuda, … (default: cuda if available)")
+
+    v = sub.add_parser("variations", help="§6.2: train Table 3's variants on Multi30k en→de (resumable)",
+                       description="Train the variants of Table 3 at CPU scale on Multi30k en→de for the same number of updates; "
+                                   "dev perplexity and BLEU of each. A run already in the results file is skipped.")
+    v.add_argument("--rows", default=None, help="comma-separated rows (base, A, B, C, D, E) or variant names (e.g. A-h1, E-learned); default: all")
+    v.add_argument("--seeds", default=None, help="comma-separated seeds for every chosen variant (default: 0,1,2 for the base, 0 for the rest)")
+    v.add_argument("--steps", type=positive_int, default=None, help="updates per run (default: the chapter's STEPS, 600)")
+    v.add_argument("--base", default=None, help="the base model as FIELD=INT,… over n_layers=3,d_model=128,d_ff=512,n_heads=8")
+    v.add_argument("--results", default="variations.json", help="results file, read first and appended to (default: variations.json)")
+    v.add_argument("--rerun", action="store_true", help="run again even where the results file has the run (and replace it)")
+    v.add_argument("--data-dir", default=None, help="data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)")
+    v.add_argument("--max-train-pairs", type=positive_int, default=None, help="use only the first N training pairs (smoke runs)")
+    v.add_argument("--max-eval-sentences", type=positive_int, default=None, help="score only the first N development sentences (smoke runs)")
+    v.add_argument("--json", action="store_true", help="print the records as JSON instead of the table")
+
+    e = sub.add_parser("export", help="write a model folder (safetensors) or a CTranslate2 folder from a checkpoint or a model",
+                       description="Export a training checkpoint as a model folder (--format safetensors, chapter 32), or a checkpoint or "
+                                   "model as a CTranslate2 folder (--format ctranslate2; needs pip install 'annotated-transformer[ctranslate2]').")
+    which = e.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoint", default=None, help="a checkpoint written by `train` or `average`")
+    which.add_argument("--model", default=None, help="a shipped model, de-en or en-de, or a model folder (--format ctranslate2 only)")
+    e.add_argument("--format", choices=("safetensors", "ctranslate2"), default="safetensors", help="the kind of folder to write (default: safetensors)")
+    e.add_argument("--output", required=True, metavar="FOLDER", help="the folder to write; an earlier export there is replaced")
+    e.add_argument("--quantization", choices=("int8", "int8_float32", "int16", "float16", "bfloat16"), default=None,
+                   help="CTranslate2's weight type (default: float32; int8 and int8_float32 run on any x86 CPU)")
     return p
 
 def _check_device(device: str|None): # the --device argument
@@ -169,8 +221,10 @@ def _default_checkpoint_dir(args) -> Path|None:
     try:
         from annotated_transformer.multi30k import default_preset, default_checkpoint_dir
         from annotated_transformer.training import default_device
+        from annotated_transformer.data import Corpus
         src = args.src or ("en" if args.tgt == "de" else "de")
-        d = default_checkpoint_dir(args.preset or default_preset(default_device(args.device)), src, args.tgt or ("de" if src == "en" else "en"))
+        files = Corpus.files(args.train, args.valid or args.train) if getattr(args, "train", None) else None
+        d = default_checkpoint_dir(args.preset or default_preset(default_device(args.device)), src, args.tgt or ("de" if src == "en" else "en"), files)
     except Exception: return None
     return d if d.is_dir() else None
 
@@ -224,6 +278,7 @@ def main(argv: list[str]|None=None) -> int:
     args = p.parse_args(argv)
     if args.command is None:
         p.print_help(); return 0
+    _check_usage(p, args)
     target = HANDLERS.get((args.command, getattr(args, "task", None)))
     mod, fn = target.split(":")
     with _signals_stop():
@@ -235,3 +290,34 @@ def main(argv: list[str]|None=None) -> int:
         except (ValueError, TypeError, OSError, RuntimeError) as e:
             if _rank() == 0: print(f"annotated-transformer {args.command}: error: {e}", file=sys.stderr)  # once, not per rank
             return 1
+
+# %% ../nbs/30_cli.ipynb #de50e2d0
+def _add_attention_parser(sub):
+    "The `attention` subcommand: one sentence's attention maps as image files (chapter 18)."
+    m = sub.add_parser("attention", help="draw a model's attention maps for one sentence (chapter 18)",
+                       description="Translate one sentence greedily and draw its attention maps, labelled with the tokens: "
+                                   "rows are queries, columns keys.")
+    which = m.add_mutually_exclusive_group()
+    which.add_argument("--checkpoint", default=None, help="a checkpoint written by `train` or `average`")
+    which.add_argument("--model", default=None, help="a shipped model, de-en or en-de, or a model folder (default: de-en)")
+    m.add_argument("sentence", help="the source sentence")
+    m.add_argument("--output", required=True, metavar="FILE", help="image file (.png, .pdf, .svg); several kinds: FILE's stem-KIND.suffix")
+    m.add_argument("--kind", default="cross", help="comma-separated: cross (encoder–decoder, the default), encoder, decoder (self-attention)")
+    m.add_argument("--layer", type=int, default=-1, help="layer, from 0 (default -1: the last)")
+    m.add_argument("--head", type=int, default=None, help="one head, from 0 (default: a grid of all heads)")
+    m.add_argument("--device", default=None, help="cpu, cuda, … (default: cuda if available)")
+    m.add_argument("--src", type=lang_code, default=None, help="source language (default: the model's)")
+    m.add_argument("--tgt", type=lang_code, default=None, help="target language (default: the model's)")
+
+# %% ../nbs/30_cli.ipynb #bb79f60d
+def _check_usage(p: argparse.ArgumentParser, args):
+    "Combinations of flags that make no sense: usage errors (exit status 2), before any work."
+    sub = lambda: p._subparsers._group_actions[0].choices[args.command]   # the subcommand's parser, for its usage line
+    if args.command == "train":
+        if args.train and args.task == "copy": sub().error("--train is for translation; the copy task makes its own data")
+        if args.train and not args.valid: sub().error("--train PREFIX needs --valid PREFIX (the validation files)")
+        if not args.train and (args.valid or args.test): sub().error("--valid and --test go with --train PREFIX (your corpus)")
+        if args.train and args.data_dir: sub().error("--data-dir is Multi30k's data root; with --train, give your files' prefixes")
+    if args.command == "translate" and args.sentences and args.input is not None:
+        sub().error("give sentences as arguments or --input FILE, not both")
+    if args.command == "evaluate" and args.test and args.data_dir: sub().error("--test PREFIX and --data-dir are exclusive")

@@ -1,4 +1,4 @@
-"""§5.1 analogue — the corpus we can train on a laptop: Multi30k task 1, read from a data root (downloaded and checked when absent), tokenized once, turned into vocabularies and id tensors.
+"""§5.1 analogue — the corpus we can train on a laptop: Multi30k task 1, read from a data root (downloaded and checked when absent), tokenized once, turned into vocabularies and id tensors; any other parallel corpus read from plain files by prefix.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/data.html.md"""
 
@@ -6,8 +6,9 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/data.html.md
 
 # %% ../nbs/13_data.ipynb #04b55560
 from __future__ import annotations
-import functools, gzip, hashlib, importlib.resources, json, os, sys, tempfile, urllib.error, urllib.request
+import functools, gzip, hashlib, importlib.resources, itertools, json, os, sys, tempfile, urllib.error, urllib.request
 from collections import Counter
+from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 import torch
@@ -19,9 +20,9 @@ __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS
            'TATOEBA_LINES', 'TATOEBA_EVERY', 'TATOEBA_PAIRS', 'TEST_SET_INFO', 'SAMPLE_DIR', 'SAMPLE_SPLITS',
            'MULTI30K_HOWTO', 'SPACE', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir', 'split_files', 'in_ci',
            'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'read_lines',
-           'read_parallel', 'ensure_splits', 'load_split', 'check_direction', 'available_test_splits',
-           'spacy_tokenizer', 'word_tokenize', 'detokenize', 'Vocab', 'WordCodec', 'BPECodec', 'codec_from_dict',
-           'build_codec', 'encode_pairs']
+           'read_parallel', 'ensure_splits', 'load_split', 'check_direction', 'available_test_splits', 'corpus_file',
+           'iter_lines', 'read_corpus', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'Vocab',
+           'WordCodec', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs', 'PackedPairs', 'encode_corpus']
 
 # %% ../nbs/13_data.ipynb #79fad637
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -307,6 +308,118 @@ def available_test_splits(data_dir: str|os.PathLike|None=None, # see `resolve_da
     if not found and split_files("test", folder) is not None: return ["test"]   # the shipped sample
     return found
 
+# %% ../nbs/13_data.ipynb #7cd2c940
+def corpus_file(prefix: str|os.PathLike, # e.g. "data/train" for data/train.de and data/train.en
+                lang: str,                # a language code: the file's suffix
+               ) -> Path:                 # PREFIX.LANG, else PREFIX.LANG.gz
+    "One side of a corpus given by its prefix: `PREFIX.LANG` (plain text) or `PREFIX.LANG.gz`."
+    for p in (Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")):
+        if p.is_file(): return p
+    raise FileNotFoundError(f"{prefix}.{lang}: no such file (nor {prefix}.{lang}.gz); a corpus prefix PREFIX names "
+                            f"the line-aligned files PREFIX.SRC and PREFIX.TGT, plain or gzipped")
+
+def iter_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plain
+              ):                       # yields (line number from 1, the line without its terminator)
+    "Stream a text file one line at a time, strictly UTF-8, naming the file and line of a bad byte."
+    path = Path(path)
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            for i, raw in enumerate(f, 1):
+                raw = raw[:-1] if raw.endswith(b"\n") else raw
+                raw = raw[:-1] if raw.endswith(b"\r") else raw
+                try: text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{path}, line {i}: bytes that are not UTF-8 ({e.reason} at column {e.start + 1})") from None
+                yield i, (text[1:] if i == 1 and text.startswith("\ufeff") else text)
+    except (OSError, EOFError) as e: raise OSError(f"cannot read {path}: {e}") from None
+
+# %% ../nbs/13_data.ipynb #afd4ec17
+def read_corpus(prefix: str|os.PathLike,  # PREFIX of PREFIX.SRC and PREFIX.TGT (each plain or .gz)
+                src: str, tgt: str,        # language codes: the files' suffixes
+                max_pairs: int|None=None,  # stop after this many pairs (the rest is not read)
+               ) -> list[tuple[str, str]]: # (source, target) sentence pairs
+    "Read a parallel corpus once, line by line, into one list of pairs; errors name the file and line."
+    paths = corpus_file(prefix, src), corpus_file(prefix, tgt)
+    its, pairs = [iter_lines(p) for p in paths], []
+    while max_pairs is None or len(pairs) < max_pairs:
+        a, b = next(its[0], None), next(its[1], None)
+        if a is None or b is None: break
+        pairs.append((a[1], b[1]))
+    else: return pairs                                     # max_pairs reached: the rest is not read
+    if a is None and b is None and pairs: return pairs
+    if a is None and b is None: raise ValueError(f"{paths[0]}, line 1: the file is empty (and so is {paths[1]})")
+    longer, shorter, rest = (paths[0], paths[1], its[0]) if a else (paths[1], paths[0], its[1])
+    if not pairs: raise ValueError(f"{shorter}, line 1: the file is empty, but {longer} is not")
+    n = len(pairs)
+    raise ValueError(f"{longer}, line {n + 1}: {shorter} ends at line {n}, {longer} has {n + 1 + sum(1 for _ in rest)} lines; "
+                     f"the two files of a parallel corpus must be line-aligned")
+
+# %% ../nbs/13_data.ipynb #1b9f6963
+@dataclass
+class Corpus:
+    "Where a run's sentence pairs come from: Multi30k in a data root, or your own files `PREFIX.LANG[.gz]`."
+    kind: str = "multi30k"       # "multi30k" or "files"
+    data_dir: str|None = None    # multi30k: the data root (None: $ANNOTATED_TRANSFORMER_DATA, else the cache)
+    train: str|None = None       # files: prefix of the training files
+    valid: str|None = None       # files: prefix of the validation files (the split "val")
+    test: tuple = ()             # files: prefixes of test sets
+
+    @classmethod
+    def files(cls, train, valid, test=()) -> Corpus:
+        "Your own files, by prefix, made absolute (a checkpoint records them)."
+        ab = lambda p: str(Path(p).expanduser().absolute())
+        return cls("files", None, ab(train), ab(valid), tuple(ab(p) for p in test))
+
+    def resolved(self) -> Corpus:
+        "Multi30k: the data root found now (argument or env var) as an absolute path, None for the download cache; files: unchanged."
+        if self.kind != "multi30k": return self
+        folder, is_cache = resolve_data_dir(self.data_dir)
+        return Corpus(data_dir=None if is_cache else str(folder.absolute()))
+
+    def prefixes(self) -> dict[str, str]: # split name -> prefix ("train", "val", then the test sets)
+        out = {"train": self.train, "val": self.valid}
+        for p in self.test: out[p if Path(p).name in out else Path(p).name] = p
+        return out
+
+    def test_splits(self) -> list[str]:
+        "The test sets a run scores: the Multi30k ones in the data root, or the `test` files."
+        if self.kind == "multi30k": return available_test_splits(self.data_dir)
+        return list(self.prefixes())[2:]
+
+    def to_dict(self) -> dict: return {**asdict(self), "test": list(self.test)}
+    @classmethod
+    def from_dict(cls, d: dict) -> Corpus:
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown or d.get("kind") not in ("multi30k", "files"): raise ValueError(f"not a recorded corpus: {d}")
+        return cls(**{**d, "test": tuple(d.get("test", ()))})
+
+# %% ../nbs/13_data.ipynb #a556254b
+def _corpus_paths(self, split: str, src: str, tgt: str) -> tuple[Path, Path]:
+    "The (source, target) files of `split`, for messages that name them."
+    if self.kind == "multi30k":
+        f = split_files(split, ensure_splits([split], self.data_dir))
+        return f if (src, tgt) == LANGS else f[::-1]
+    if split not in self.prefixes(): raise ValueError(f"this corpus has no split {split!r}; it has {', '.join(self.prefixes())}")
+    return corpus_file(self.prefixes()[split], src), corpus_file(self.prefixes()[split], tgt)
+
+def _corpus_check(self, splits: Iterable[str], src: str, tgt: str):
+    "All files of `splits` are there (Multi30k: downloaded if missing); one error names every missing file."
+    if self.kind == "multi30k": check_direction(src, tgt); ensure_splits(splits, self.data_dir); return
+    if src == tgt: raise ValueError(f"--src and --tgt are both {src!r}: a corpus pairs two languages")
+    missing = []
+    for s in dict.fromkeys(splits):
+        try: self.paths(s, src, tgt)
+        except FileNotFoundError as e: missing.append(str(e).split(";")[0])
+    if missing: raise FileNotFoundError("; ".join(missing) + "; a corpus prefix PREFIX names PREFIX.SRC and PREFIX.TGT, plain or .gz")
+
+def _corpus_pairs(self, split: str, src: str, tgt: str, max_pairs: int|None=None) -> list[tuple[str, str]]:
+    "The (source, target) sentence pairs of `split`."
+    if self.kind == "multi30k": return load_split(split, self.data_dir, max_pairs, src=src, tgt=tgt)
+    self.paths(split, src, tgt)
+    return read_corpus(self.prefixes()[split], src, tgt, max_pairs)
+
+Corpus.paths, Corpus.check, Corpus.pairs = _corpus_paths, _corpus_check, _corpus_pairs   # reading, added to the record above
+
 # %% ../nbs/13_data.ipynb #a9321821
 SPACE = "▁"  # marks a token that had whitespace before it
 
@@ -444,7 +557,8 @@ class BPECodec:
         tok.decoder = decoders.Metaspace()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_freq,
                                       special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-        tok.train_from_iterator([s for s, _ in pairs] + [t for _, t in pairs], trainer)
+        both = itertools.chain((s for s, _ in pairs), (t for _, t in pairs))   # all sources, then all targets: no copy
+        tok.train_from_iterator(both, trainer, length=2 * len(pairs))
         return cls(tok, src_lang, tgt_lang)
 
     @property
@@ -512,3 +626,46 @@ def encode_pairs(codec, # a `WordCodec` or `BPECodec`
         if max_len is not None and len(ids) > max_len: ids = ids[:max_len - 1] + [EOS_IDX]
         return torch.tensor(ids, dtype=torch.long)
     return [(wrap(s), wrap(t)) for s, t in zip(src, tgt)]
+
+# %% ../nbs/13_data.ipynb #6812198c
+class PackedPairs(Sequence):
+    "A corpus's (src, tgt) id sequences in two flat `int32` buffers with offsets; item i is the `int64` tensor pair."
+    def __init__(self, src: torch.Tensor, src_off: torch.Tensor, # (src tokens,) int32 ids; (n + 1,) int64 offsets
+                 tgt: torch.Tensor, tgt_off: torch.Tensor):      # the same for the targets
+        self.src, self.src_off, self.tgt, self.tgt_off = src, src_off, tgt, tgt_off
+    def __len__(self): return len(self.src_off) - 1
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]: # (src_len,), (tgt_len,) int64, <s> … </s>
+        if not -len(self) <= i < len(self): raise IndexError(f"index {i} out of range for {len(self)} pairs")
+        i %= len(self)
+        (s0, s1), (t0, t1) = self.src_off[i:i + 2].tolist(), self.tgt_off[i:i + 2].tolist()
+        return self.src[s0:s1].long(), self.tgt[t0:t1].long()
+    def __iter__(self): return (self[i] for i in range(len(self)))
+    @property
+    def nbytes(self) -> int: return sum(t.numel() * t.element_size() for t in (self.src, self.src_off, self.tgt, self.tgt_off))
+
+def _pack(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]: # one chunk -> (flat int32 ids, lengths)
+    return torch.tensor([t for x in ids for t in x], dtype=torch.int32), torch.tensor([len(x) for x in ids], dtype=torch.long)
+
+def _join(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]: # -> (flat ids, offsets)
+    flat = torch.cat([f for f, _ in chunks]) if chunks else torch.zeros(0, dtype=torch.int32)
+    lens = torch.cat([l for _, l in chunks]) if chunks else torch.zeros(0, dtype=torch.long)
+    return flat, torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)])
+
+def encode_corpus(codec,                                # a `WordCodec` or `BPECodec`
+                  pairs: Sequence[tuple[str, str]],     # (source, target) sentences
+                  max_len: int|None=None,               # the model's maximum length (BOS and EOS included): longer is an error
+                  files: tuple=("source", "target"),    # the two sides' files, named in errors (line = index + 1)
+                  chunk: int=10_000,                    # sentences encoded at a time
+                 ) -> PackedPairs:
+    "`encode_pairs` for a large corpus: chunk by chunk into flat buffers; a sentence over `max_len` is refused, naming its file and line."
+    sides = ([], [])
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start:start + chunk]
+        for side, encode in enumerate((codec.encode_src, codec.encode_tgt)):
+            ids = [[BOS_IDX, *x, EOS_IDX] for x in encode([p[side] for p in part])]
+            long = next((k for k, x in enumerate(ids) if max_len is not None and len(x) > max_len), None)
+            if long is not None:
+                raise ValueError(f"{files[side]}, line {start + long + 1}: {len(ids[long])} tokens with <s> and </s>, more than "
+                                 f"the model's maximum of {max_len}; remove or split that line and its partner")
+            sides[side].append(_pack(ids))                 # packed at once: no corpus-sized lists of Python ints
+    return PackedPairs(*_join(sides[0]), *_join(sides[1]))

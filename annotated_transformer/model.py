@@ -28,7 +28,8 @@ class TransformerConfig:
     n_layers: int = 6               # N, layers per stack
     d_model: int = 512              # model width
     d_ff: int = 2048                # inner width of the feed-forward network
-    n_heads: int = 8                # h; d_k = d_v = d_model / h
+    n_heads: int = 8                # h
+    d_k: int|None = None            # d_k = d_v, per-head key/value size; None: d_model / h (Table 3 (B) varies it)
     dropout: float = 0.1            # P_drop on sublayer outputs and embedding sums (§5.4)
     attn_dropout: float = 0.0       # dropout on attention weights (not in the paper)
     activation_dropout: float = 0.0 # dropout inside the FFN (not in the paper)
@@ -41,14 +42,12 @@ class TransformerConfig:
     src_vocab_size: int = 0         # set by `create_transformer`
     tgt_vocab_size: int = 0         # set by `create_transformer`
 
-    @property
-    def d_k(self): return self.d_model // self.n_heads
-
     def validate(self):
         "Raise `ValueError` naming the first inconsistent value."
         for name in ("n_layers", "d_model", "d_ff", "n_heads", "max_len"):
             if getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.d_model % self.n_heads:
+        if self.d_k is not None and self.d_k < 1: raise ValueError(f"d_k={self.d_k} must be at least 1")
+        if self.d_k is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         for name in ("dropout", "attn_dropout", "activation_dropout"):
             if not 0 <= getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
@@ -106,7 +105,7 @@ class Transformer(EncoderDecoder):
     "The paper's encoder–decoder Transformer (§3) with its config, masks and input checks."
     def __init__(self, config: TransformerConfig):
         c = config.validate()
-        attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.fused)
+        attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.fused, c.d_k)
         ff = PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout)
         enc_layer = EncoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first)
         dec_layer = DecoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first)
@@ -174,6 +173,7 @@ def count_parameters(model: nn.Module) -> int:
 def copy_to_torch_transformer(ours: Transformer) -> nn.Transformer:
     "An `nn.Transformer` (batch_first) holding copies of our layer weights (embeddings and generator excluded)."
     c = ours.config
+    if c.d_k not in (None, c.d_model // c.n_heads): raise ValueError(f"nn.Transformer has no d_k of its own; this model's d_k={c.d_k} is not d_model/h")
     with warnings.catch_warnings():  # nn.Transformer warns that pre-norm disables its nested-tensor fast path
         warnings.simplefilter("ignore")
         t = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff, c.dropout, batch_first=True, norm_first=c.norm_first)

@@ -6,11 +6,11 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/multi30k.htm
 
 # %% ../nbs/16_multi30k.ipynb #07a72340
 from __future__ import annotations
-import dataclasses, json, math, os, platform, sys, time
-from dataclasses import dataclass, asdict
+import contextlib, csv, dataclasses, json, math, os, platform, sys, time
+from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
-from .embeddings import PAD_IDX
+from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .model import create_transformer, count_parameters, PRESETS
 from .batching import token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
@@ -18,23 +18,25 @@ from .regularization import LabelSmoothingLoss
 from .training import (fit, seed_everything, distributed_session, load_checkpoint, save_checkpoint,
     model_from_checkpoint, list_checkpoints, latest_checkpoint)
 from .data import (SPLITS, ensure_splits, load_split, build_codec, codec_from_dict, encode_pairs, check_direction,
-    available_test_splits,
-    resolve_data_dir, default_test_split)
-from .decoding import average_checkpoints
-from .evaluation import translate, evaluate_bleu, score_sets, score_table
+    available_test_splits, resolve_data_dir, default_test_split, Corpus, encode_corpus, iter_lines)
+from .encoder_decoder import KVCache
+from .decoding import average_checkpoints, length_penalty, beam_search
+from .evaluation import translate, evaluate_bleu, score_sets, score_table, encode_sources
 from .pretrained import load_model
 
 # %% auto #0
 __all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'default_checkpoint_dir',
-           'direction', 'check_same_direction', 'resumed_recipe', 'train_multi30k', 'load_translator', 'train_command',
-           'open_translator', 'translate_command', 'evaluate_command', 'average_command', 'bleu_sweep',
-           'plot_bleu_sweep']
+           'direction', 'check_same_direction', 'resumed_recipe', 'codec_from_file', 'write_history', 'plot_history',
+           'tensorboard_writer', 'log_to_tensorboard', 'train_multi30k', 'load_translator', 'nbest_search', 'nbest_row',
+           'translate_nbest', 'train_command', 'open_translator', 'translate_command', 'average_command', 'eval_corpus',
+           'evaluate_command', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
 class Multi30kRecipe:
     "Hyperparameters of a Multi30k run (model preset, vocabulary, optimisation, decoding)."
     model: str = "small"          # model preset of chapter 6 (tiny, small, base, big)
+    model_overrides: dict = field(default_factory=dict) # `TransformerConfig` fields over the preset (chapter 17's variations)
     vocab: str = "bpe"            # "bpe": joint BPE + three-way weight tying (§3.4, §5.1); "word": spaCy words
     bpe_vocab_size: int = 8000    # joint BPE vocabulary size
     min_freq: int = 2             # word vocab: minimum count; BPE: minimum pair count for a merge
@@ -85,8 +87,11 @@ def default_preset(device: torch.device) -> str:
 
 def default_checkpoint_dir(preset: str, # a key of RECIPES
                            src: str="de", tgt: str="en", # the direction
+                           corpus: Corpus|None=None,     # your files: named after the training files' folder
                           ) -> Path:
-    "Where `train` keeps a run's checkpoints when no directory is given: checkpoints/multi30k-PRESET (de→en) or …-PRESET-en-de."
+    "Where `train` keeps a run's checkpoints when no directory is given: checkpoints/multi30k-PRESET (de→en) or …-PRESET-en-de; your files: checkpoints/FOLDER-PRESET-SRC-TGT."
+    if corpus is not None and corpus.kind == "files":
+        return Path(f"checkpoints/{Path(corpus.train).parent.name or 'corpus'}-{preset}-{src}-{tgt}")
     return Path(f"checkpoints/multi30k-{preset}" + ("" if (src, tgt) == ("de", "en") else f"-{src}-{tgt}"))
 
 def direction(ck: dict) -> tuple[str, str]: # a checkpoint (or its extra) written by `train`
@@ -100,9 +105,9 @@ def check_same_direction(have: tuple[str, str], # what the model translates
                          src: str|None, tgt: str|None, # what was asked for (None: anything)
                          where): # the model, named in the error
     "Refuse to use a model the other way round: asking en→de of a de→en model is an error, not garbage."
-    if src is None and tgt is None: return
-    other = lambda lang: "en" if lang == "de" else "de"
-    want = (src or other(tgt), tgt or other(src))
+    if (src is None or src == have[0]) and (tgt is None or tgt == have[1]): return
+    other = lambda lang: {"de": "en", "en": "de"}.get(lang, "?")
+    want = (src or (have[0] if tgt == have[1] else other(tgt)), tgt or (have[1] if src == have[0] else other(src)))
     if want != tuple(have):
         raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {want[0]}→{want[1]}; "
                          f"use a model trained {want[0]}→{want[1]} (e.g. train with --src {want[0]} --tgt {want[1]})")
@@ -130,6 +135,61 @@ def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, preset, seed,
     return recipe, {k: run.get(k, asked.get(k)) for k in ("preset", "seed", "max_train_pairs")}
 
 
+# %% ../nbs/16_multi30k.ipynb #fd9becac
+def codec_from_file(path: str|os.PathLike, # vocab.json of a run or a model folder, the folder itself, or a checkpoint (.pt)
+                    src: str, tgt: str,     # the new run's direction
+                   ):                       # a `WordCodec` or `BPECodec`
+    "A vocabulary from an earlier run, for `--vocab FILE`; a word vocabulary must be for the same direction."
+    p = Path(path)
+    p = p / "vocab.json" if p.is_dir() else p
+    try: d = (load_checkpoint(p).get("extra") or {}).get("vocab") if p.suffix == ".pt" else json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{p}: not a vocabulary file ({e})") from None
+    try: codec = codec_from_dict(d)
+    except ValueError as e: raise ValueError(f"{p}: {e}") from None
+    if not codec.shared and (codec.src_lang, codec.tgt_lang) != (src, tgt):
+        raise ValueError(f"{p}: a word vocabulary for {codec.src_lang}→{codec.tgt_lang}, not {src}→{tgt}")
+    codec.src_lang, codec.tgt_lang = src, tgt
+    return codec
+
+def write_history(state, ckpt_dir: str|os.PathLike, # a `TrainState`; the run's folder
+                  plot: bool=True) -> list[Path]:     # also draw history.png; the files written
+    "history.csv (step, train_loss, learning_rate, val_loss) beside the checkpoints, and its plot."
+    val = {s: l for s, l in state.val_loss}
+    path = Path(ckpt_dir) / "history.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f); w.writerow(["step", "train_loss", "learning_rate", "val_loss"])
+        w.writerows([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""] for s, l, lr in state.train_loss)
+    return [path, plot_history(path)] if plot else [path]
+
+# %% ../nbs/16_multi30k.ipynb #d963249b
+def plot_history(csv_path: str|os.PathLike, # a history.csv
+                 out: str|os.PathLike|None=None) -> Path: # default: history.png beside it
+    "Loss curves (training per update, validation where it ran) and the learning rate, saved as a PNG."
+    import matplotlib; from matplotlib.figure import Figure             # no pyplot: works without a display
+    rows = list(csv.DictReader(open(csv_path, encoding="utf-8")))
+    fig = Figure(figsize=(7, 3.5), layout="constrained"); ax = fig.subplots()
+    ax.plot([int(r["step"]) for r in rows], [float(r["train_loss"]) for r in rows], lw=0.8, label="training (per update)")
+    v = [r for r in rows if r["val_loss"]]
+    ax.plot([int(r["step"]) for r in v], [float(r["val_loss"]) for r in v], "o-", label="validation")
+    ax.set_xlabel("update"); ax.set_ylabel("loss per target token (nats)"); ax.legend(loc="upper right")
+    lr = ax.twinx(); lr.plot([int(r["step"]) for r in rows], [float(r["learning_rate"]) for r in rows], "k:", lw=0.8)
+    lr.set_ylabel("learning rate (dotted)"); ax.set_title(f"training history: {Path(csv_path).parent.name}")
+    out = Path(out) if out else Path(csv_path).with_suffix(".png")
+    fig.savefig(out, dpi=100); return out
+
+def tensorboard_writer(log_dir): # where the event files go
+    "A TensorBoard `SummaryWriter` when the optional `tensorboard` package is installed, else None."
+    import importlib.util
+    if importlib.util.find_spec("tensorboard") is None: return None
+    from torch.utils.tensorboard import SummaryWriter
+    w = SummaryWriter(str(log_dir)); w.done = [0, 0]; return w
+
+def log_to_tensorboard(w, state): # a writer from `tensorboard_writer`; the `TrainState`
+    "Send the updates and validations not sent yet."
+    for s, l, lr in state.train_loss[w.done[0]:]: w.add_scalar("loss/train", l, s); w.add_scalar("learning_rate", lr, s)
+    for s, l in state.val_loss[w.done[1]:]: w.add_scalar("loss/val", l, s)
+    w.done = [len(state.train_loss), len(state.val_loss)]
+
 # %% ../nbs/16_multi30k.ipynb #ffbf03a6
 def train_multi30k(preset: str|None=None,                 # a key of RECIPES; None: fitted to the device
                    checkpoint_dir: str|os.PathLike|None=None, # default: checkpoints/multi30k-PRESET
@@ -147,9 +207,11 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                    log=None,                               # callable for messages (default: print to stderr)
                    src: str|None=None,                     # source language, "de" (default) or "en"; resuming: the run's
                    tgt: str|None=None,                     # target language, the other one
+                   corpus: Corpus|None=None,               # your files (`Corpus.files`); None: Multi30k in data_dir (resuming: the run's)
+                   vocab_file: str|os.PathLike|None=None,  # a vocabulary from an earlier run (vocab.json, a checkpoint, a model folder)
                    **overrides,                            # any `Multi30kRecipe` field (resuming: see `resumed_recipe`)
                   ) -> dict:                               # results: BLEU, signature, times, paths, examples
-    "Train the Transformer on Multi30k (de→en, or en→de as in the paper), average the last checkpoints, score with sacreBLEU."
+    "Train the Transformer on Multi30k (de→en, or en→de as in the paper) or your corpus, average the last checkpoints, score with sacreBLEU."
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     t_start = time.perf_counter()
     with distributed_session(device) as ctx:
@@ -157,12 +219,13 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
         asked = {"preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
         preset = preset or default_preset(dev)
         if preset not in RECIPES: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(RECIPES)}")
-        ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(preset, src or "de", tgt or ("de" if src == "en" else "en"))
+        ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(preset, src or "de", tgt or ("de" if src == "en" else "en"), corpus)
         existing = latest_checkpoint(ckpt_dir)
         if existing is not None and not resume:
             raise ValueError(f"{ckpt_dir} already holds checkpoints of a run (latest {existing.name}); "
                              f"pass --resume to continue it, or choose another --checkpoint-dir")
         if resume and existing is None: raise ValueError(f"--resume: no checkpoint (step_*.pt) in {ckpt_dir}")
+        if existing is not None and vocab_file is not None: raise ValueError(f"--vocab FILE: the run in {ckpt_dir} keeps its own vocabulary")
         if existing is not None:                           # resuming: the run's own recipe, vocabulary, seed and data
             ck = load_checkpoint(existing)
             recipe, run = resumed_recipe(ck.get("extra") or {}, asked, existing)
@@ -170,28 +233,31 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             preset, seed, max_train_pairs = run["preset"] or preset, run["seed"], run["max_train_pairs"]
             check_same_direction(direction(ck), src, tgt, f"the run in {ckpt_dir}")
             src, tgt = direction(ck)
+            if corpus is None and data_dir is None and "data" in ck["extra"]: corpus = Corpus.from_dict(ck["extra"]["data"])
             del ck
         seed = 0 if seed is None else seed
         src = src or ("en" if tgt == "de" else "de"); tgt = tgt or ("de" if src == "en" else "en")
-        check_direction(src, tgt)
-        folder = resolve_data_dir(data_dir)[0]
-        if evaluate_splits is None: evaluate_splits = ("val", *available_test_splits(data_dir))
-        ensure_splits(("train", "val", *evaluate_splits), data_dir)   # all files first: one error names every missing one
-        train_pairs = load_split("train", data_dir, max_train_pairs, src=src, tgt=tgt)
-        val_pairs = load_split("val", data_dir, src=src, tgt=tgt)
+        corpus = (corpus or Corpus(data_dir=data_dir)).resolved()
+        if evaluate_splits is None: evaluate_splits = ("val", *corpus.test_splits())
+        corpus.check(("train", "val", *evaluate_splits), src, tgt)   # all files first: one error names every missing one
+        train_pairs = corpus.pairs("train", src, tgt, max_train_pairs)
+        val_pairs = corpus.pairs("val", src, tgt)
         if existing is None:
-            recipe = Multi30kRecipe.from_dict({**RECIPES[preset].to_dict(), **overrides})
+            codec = codec_from_file(vocab_file, src, tgt) if vocab_file is not None else None
+            recipe = Multi30kRecipe.from_dict({**RECIPES[preset].to_dict(), **overrides, **({"vocab": codec.kind} if codec else {})})
             if recipe.vocab not in ("bpe", "word"): raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")
             t = time.perf_counter()
-            codec = build_codec(train_pairs, bpe=recipe.vocab == "bpe", min_freq=recipe.min_freq,
-                                bpe_vocab_size=recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
+            codec = codec or build_codec(train_pairs, bpe=recipe.vocab == "bpe", min_freq=recipe.min_freq,
+                                         bpe_vocab_size=recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
             if ctx.is_main: log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / {codec.tgt_vocab_size} target ids, "
-                                f"from {len(train_pairs)} training pairs ({time.perf_counter() - t:.1f} s)")
+                                f"{'from ' + str(vocab_file) if vocab_file else f'from {len(train_pairs)} training pairs'} ({time.perf_counter() - t:.1f} s)")
         seed_everything(seed)
         model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model, dropout=recipe.dropout,
-                                   share_embeddings=codec.shared).to(dev)
+                                   share_embeddings=codec.shared, **recipe.model_overrides).to(dev)
         L = model.config.max_len
-        train_data, val_data = encode_pairs(codec, train_pairs, L), encode_pairs(codec, val_pairs, L)
+        train_data = encode_corpus(codec, train_pairs, L, corpus.paths("train", src, tgt))
+        val_data = encode_corpus(codec, val_pairs, L, corpus.paths("val", src, tgt))
+        del train_pairs                                     # the packed ids are all training needs from here on
         loader = token_batch_loader(train_data, recipe.batch_tokens, seed=seed, pin_memory=dev.type == "cuda")
         val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=dev.type == "cuda")
         opt = make_optimizer(model)
@@ -212,15 +278,23 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
             if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
                 keep_these, stale = averageable()
                 for p in stale + keep_these[:-keep]: p.unlink(missing_ok=True)
+                write_history(state, ckpt_dir, plot=False)
+            if board is not None: log_to_tensorboard(board, state)
         extra = {"task": "multi30k", "preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, "src": src, "tgt": tgt,
-                 "recipe": recipe.to_dict(), "vocab": codec.to_dict()}
+                 "recipe": recipe.to_dict(), "vocab": codec.to_dict(), "data": corpus.to_dict()}
+        if ctx.is_main:
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            (ckpt_dir / "vocab.json").write_text(json.dumps(codec.to_dict(), ensure_ascii=False), encoding="utf-8")
+        board = tensorboard_writer(ckpt_dir / "tensorboard") if ctx.is_main else None
         t_train = time.perf_counter()
         state = fit(model, loader, opt, sched, loss_fn, max_steps=total, epochs=n_epochs, val_loader=val_loader,
                     accum_steps=recipe.accum_steps, clip_grad=recipe.clip_grad, precision=precision, device=dev,
                     resume_from=existing, checkpoint_dir=ckpt_dir, save_every=recipe.save_every, extra=extra,
                     progress=progress, on_step=prune)
         train_time = time.perf_counter() - t_train
+        if board is not None: log_to_tensorboard(board, state); board.close()
         if not ctx.is_main: return {}
+        history = write_history(state, ckpt_dir)
         keep_these, stale = averageable(state.step)
         for p in stale + keep_these[:-keep]: p.unlink(missing_ok=True)
         last = keep_these[-keep:]               # as in an uninterrupted run: an interrupt's checkpoint is not averaged
@@ -232,7 +306,8 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                                                                     train_state=avg["train_state"], extra=avg["extra"])))
             del avg
         results = {"task": "multi30k", "src": src, "tgt": tgt, "preset": preset, "seed": seed, "recipe": recipe.to_dict(), "device": str(dev),
-                   "data": str(folder), "evaluated": list(evaluate_splits),
+                   "data": corpus.train if corpus.kind == "files" else str(resolve_data_dir(corpus.data_dir)[0]), "corpus": corpus.to_dict(), "evaluated": list(evaluate_splits),
+                   "history": [str(p) for p in history],
                    "hardware": hardware_summary(dev), "parameters": count_parameters(model),
                    "src_vocab_size": codec.src_vocab_size, "tgt_vocab_size": codec.tgt_vocab_size,
                    "train_pairs": len(train_data), "updates": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0), "tokens": state.tokens,
@@ -241,7 +316,7 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                    "train_loss_end": _mean([l for _, l, _ in state.train_loss[-10:]]),
                    "val_loss": state.val_loss[-1][1] if state.val_loss else None,
                    "averaged": [p.name for p in last] if len(last) >= 2 else []}
-        sets = {s: load_split(s, data_dir, src=src, tgt=tgt)[:max_eval_sentences] for s in evaluate_splits}
+        sets = {s: corpus.pairs(s, src, tgt)[:max_eval_sentences] for s in evaluate_splits}
         score = lambda m, names: score_sets(m, codec, {s: sets[s] for s in names}, recipe.beam_size, recipe.alpha, progress=progress)
         chosen, on_val = candidates[0], {}
         if "val" in sets and len(candidates) > 1:           # pick the averaged or the last model by validation BLEU
@@ -278,21 +353,67 @@ def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or 
     except ValueError as e: raise ValueError(f"{path}: {e}") from None
     return model, codec, ck
 
+# %% ../nbs/16_multi30k.ipynb #e534079f
+@torch.no_grad()
+def nbest_search(model, src: torch.Tensor, # a `Transformer` in eval mode; (1, src_len) int64 ids <s> … </s>
+                 n_best: int, beam_size: int=4, alpha: float=0.6, extra_len: int=50,
+                ) -> list[tuple[float, list[int]]]: # up to max(n_best, beam_size) … cut to n_best: (score, ids ending in EOS), best first
+    "Beam search (§6.1) for one sentence, returning its `n_best` finished hypotheses with their length-normalised scores."
+    K, mask = max(beam_size, n_best), model.make_src_mask(src)                  # (1, 1, 1, src_len)
+    limit = min(src.shape[1] + extra_len, model.config.max_len)
+    memory = model.encode(src, mask).repeat(K, 1, 1); mask = mask.repeat(K, 1, 1, 1)   # (K, src_len, d_model)
+    cache, seqs = KVCache(len(model.decoder.layers)), torch.full((K, 1), BOS_IDX, dtype=torch.long, device=src.device)
+    scores = torch.full((K,), -math.inf, device=src.device); scores[0] = 0.0    # one live beam at first
+    finished = []
+    for step in range(1, limit + 1):
+        logp = model.generator(model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]).float()   # (K, vocab)
+        top, idx = (scores[:, None] + logp).reshape(-1).topk(min(2 * K, logp.numel()))             # (2K,) best first
+        parent, tok = idx // logp.shape[1], idx % logp.shape[1]
+        for j in range(K):
+            if len(finished) >= K: break
+            if (tok[j] == EOS_IDX or step == limit) and top[j] > -math.inf:
+                finished.append((float(top[j]) / length_penalty(step, alpha), seqs[parent[j], 1:].tolist() + [int(tok[j])]))
+        if len(finished) >= K or step == limit: break
+        alive, pos = top.masked_fill(tok == EOS_IDX, -math.inf).topk(K)           # the K best that go on
+        cache.reorder(parent[pos]); seqs = torch.cat([seqs[parent[pos]], tok[pos][:, None]], 1); scores = alive
+    return sorted(finished, key=lambda f: -f[0])[:n_best]
+
+# %% ../nbs/16_multi30k.ipynb #8d3af168
+def nbest_row(index: int, rank: int, score: float, text: str) -> str:
+    "One line of the n-best TSV: input line (from 1), rank (from 1), score, translation (tabs and newlines as spaces)."
+    return f"{index}\t{rank}\t{score:.4f}\t{' '.join(text.split())}"
+
+def translate_nbest(model, codec, sentences, n_best: int, beam_size: int=4, alpha: float=0.6, warn=None, progress: bool=False,
+                   ) -> list[list[tuple[float, str]]]: # per sentence: (score, detokenized translation), best first; [] for a blank line
+    "The `n_best` translations of each raw sentence (over-long ones cut to the model's length, with a warning)."
+    from tqdm.auto import tqdm
+    todo, max_len = [i for i, s in enumerate(sentences) if s.strip()], model.config.max_len
+    ids, cut = encode_sources(codec, [sentences[i] for i in todo], max_len)
+    for j in cut:
+        if warn: warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} tokens; translating its first {max_len - 2}")
+    out, dev = [[] for _ in sentences], next(model.parameters()).device
+    for i, x in zip(todo, tqdm(ids, desc="decoding", unit="sent", file=sys.stderr, disable=not progress)):
+        out[i] = [(s, codec.decode_tgt(h)) for s, h in nbest_search(model, torch.tensor([x], device=dev), n_best, beam_size, alpha)]
+    return out
+
 # %% ../nbs/16_multi30k.ipynb #5bfcf8ba
 def _device(args) -> torch.device:
     from annotated_transformer.training import default_device
     return default_device(getattr(args, "device", None))
 
 def train_command(args) -> int:
-    "`annotated-transformer train --task multi30k`: train, average, score; print the results."
+    "`annotated-transformer train --task multi30k` (or `--train PREFIX --valid PREFIX`): train, average, score; print the results."
+    vocab = getattr(args, "vocab", None)                     # bpe, word, or a vocabulary file of an earlier run
     overrides = {k: v for k, v in dict(batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
                                        lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
                                        clip_grad=args.clip_grad, save_every=args.save_every,
-                                       vocab=getattr(args, "vocab", None), beam_size=args.beam_size).items() if v is not None}
+                                       vocab=vocab if vocab in ("bpe", "word") else None, beam_size=args.beam_size).items() if v is not None}
+    files = Corpus.files(args.train, args.valid, args.test or ()) if getattr(args, "train", None) else None
     if getattr(args, "accum_steps", None) is not None: overrides["accum_steps"] = args.accum_steps
     res = train_multi30k(args.preset, args.checkpoint_dir, args.data_dir, args.resume, args.max_steps, args.epochs,
                          args.max_train_pairs, args.seed, args.device, args.precision,
-                         src=getattr(args, "src", None), tgt=getattr(args, "tgt", None), **overrides)
+                         src=getattr(args, "src", None), tgt=getattr(args, "tgt", None), corpus=files,
+                         vocab_file=vocab if vocab not in (None, "bpe", "word") else None, **overrides)
     if not res: return 0                                     # a non-main rank of a distributed run
     if args.json: print(json.dumps(res, ensure_ascii=False))
     else:
@@ -303,6 +424,7 @@ def train_command(args) -> int:
             print(f"val BLEU of the average of {len(res['averaged'])} checkpoints {res['val_bleu_averaged']:.2f}, "
                   f"of the last checkpoint {res['val_bleu_last']:.2f}: keeping the {res['selected']} model")
         print(f"model: {res['checkpoint']}")
+        print(f"history: {', '.join(res['history'])}")
         print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['alpha']}:\n" + score_table(res["scores"]))
     return 0
 
@@ -327,7 +449,8 @@ def open_translator(checkpoint=None,  # a checkpoint written by `train` or `aver
     if checkpoint is not None and model is not None: raise ValueError("give a checkpoint or a model, not both")
     if checkpoint is not None:
         m, codec, ck = load_translator(checkpoint, device, src, tgt)
-        return m, codec, {"checkpoint": str(checkpoint), "src": direction(ck)[0], "tgt": direction(ck)[1]}
+        data = (ck.get("extra") or {}).get("data")             # where the run's data came from (absent in old checkpoints)
+        return m, codec, {"checkpoint": str(checkpoint), "src": direction(ck)[0], "tgt": direction(ck)[1], **({"data": data} if data else {})}
     if model is None:
         s = src or ("en" if tgt == "de" else "de"); t = tgt or ("de" if s == "en" else "en")
         check_direction(s, t); model = f"{s}-{t}"
@@ -338,38 +461,36 @@ def open_translator(checkpoint=None,  # a checkpoint written by `train` or `aver
 def _open(args):
     return open_translator(args.checkpoint, getattr(args, "model", None), _device(args), getattr(args, "src", None), getattr(args, "tgt", None))
 
+# %% ../nbs/16_multi30k.ipynb #b42d4562
+def _lines_in(args) -> list[str]:
+    "The sentences to translate: arguments, --input FILE (or -), or stdin."
+    if args.sentences: return [" ".join(s.split("\n")) for s in args.sentences]
+    if args.input not in (None, "-"): return [t for _, t in iter_lines(args.input)]
+    return _read_stdin_lines()
+
+def _writer(path):  # --output: a file (UTF-8, \n line ends), or stdout for None and "-"
+    return contextlib.nullcontext(sys.stdout) if path in (None, "-") else open(path, "w", encoding="utf-8", newline="\n")
+
 def translate_command(args) -> int:
-    "`annotated-transformer translate`: one translation per input line (arguments or stdin)."
+    "`annotated-transformer translate`: one translation per input line (arguments, --input or stdin) to stdout or --output; or an n-best list."
     model, codec, _ = _open(args)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
     kw = dict(beam_size=args.beam_size, alpha=args.length_penalty, batch_size=args.batch_size, warn=warn)
-    if args.sentences:
-        for line in translate(model, codec, [" ".join(s.split("\n")) for s in args.sentences], **kw): print(line)
-    elif sys.stdin.isatty():                                 # interactive: answer each line at once
-        for i, raw in enumerate(sys.stdin.buffer, 1):
-            try: line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e: raise ValueError(f"stdin line {i}: bytes that are not UTF-8 ({e.reason})") from None
-            print(translate(model, codec, [line], **kw)[0], flush=True)
-    else:
-        lines = _read_stdin_lines()
-        for line in translate(model, codec, lines, progress=len(lines) > 1, **kw): print(line)
-    return 0
-
-def evaluate_command(args) -> int:
-    "`annotated-transformer evaluate`: sacreBLEU and chrF of a model on every test set there (or the --split ones)."
-    splits = (args.split.split(",") if getattr(args, "split", None) else available_test_splits(args.data_dir)
-              or [default_test_split(resolve_data_dir(args.data_dir)[0])])   # none there: the error names test_2016_flickr's files
-    ensure_splits(splits, args.data_dir)                   # data errors before the model is read
-    model, codec, info = _open(args)
-    sets = {s: load_split(s, args.data_dir, getattr(args, "max_sentences", None), src=info["src"], tgt=info["tgt"]) for s in splits}
-    rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size, progress=True)
-    rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items() if k != "hypotheses"} for r in rows]
-    res = {**info, "beam_size": args.beam_size, "alpha": args.length_penalty, "sets": rows}
-    if len(rows) == 1:                                     # one set: its numbers at the top level too
-        r = rows[0]; res.update(split=r["set"], bleu=r["bleu"], chrf=r["chrf"], signature=r["bleu_signature"], sentences=r["sentences"])
-    if args.json: print(json.dumps(res, ensure_ascii=False))
-    else: print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), beam {args.beam_size}, "
-                f"α {args.length_penalty}:\n" + score_table(rows))
+    n_best, out_path = getattr(args, "n_best", None), getattr(args, "output", None)
+    if not args.sentences and getattr(args, "input", None) is None and not n_best and sys.stdin.isatty():   # interactive
+        with _writer(out_path) as out:
+            for i, raw in enumerate(sys.stdin.buffer, 1):
+                try: line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as e: raise ValueError(f"stdin line {i}: bytes that are not UTF-8 ({e.reason})") from None
+                print(translate(model, codec, [line], **kw)[0], file=out, flush=True)
+        return 0
+    lines = _lines_in(args)
+    if n_best:
+        lists = translate_nbest(model, codec, lines, n_best, args.beam_size, args.length_penalty, warn=warn, progress=len(lines) > 1)
+        rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1) for r, (sc, t) in enumerate(hyps, 1)]
+    else: rows = translate(model, codec, lines, progress=len(lines) > 1, **kw)
+    with _writer(out_path) as out:
+        for row in rows: print(row, file=out)
     return 0
 
 def average_command(args) -> int:
@@ -378,6 +499,53 @@ def average_command(args) -> int:
     model = model_from_checkpoint(avg)
     out = save_checkpoint(args.output, model, train_state=avg["train_state"], extra=avg["extra"])
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
+    return 0
+
+# %% ../nbs/16_multi30k.ipynb #a05bf058
+def _splits(args, corpus: Corpus) -> list[str]:
+    "--split, else every test set of the corpus; Multi30k with none there: test_2016_flickr (whose error names its files); files with none: val."
+    if getattr(args, "split", None): return args.split.split(",")
+    if corpus.kind == "files": return corpus.test_splits() or ["val"]
+    return corpus.test_splits() or [default_test_split(resolve_data_dir(corpus.data_dir)[0])]
+
+def _write_hypotheses(path, rows) -> list[str]: # --output FILE; `score_sets` rows
+    "The detokenized hypotheses, one per line: FILE for one set, FILE's stem + .SET + suffix for each of several."
+    if path is None: return []
+    p, out = Path(path), []
+    for r in rows:
+        q = p if len(rows) == 1 else p.with_name(f"{p.stem}.{r['set'].replace('/', '_')}{p.suffix}")
+        q.write_text("".join(h + "\n" for h in r["hypotheses"]), encoding="utf-8"); out.append(str(q))
+    return out
+
+# %% ../nbs/16_multi30k.ipynb #5db90e2e
+def eval_corpus(args, info: dict) -> Corpus: # info: from `open_translator`
+    "What `evaluate` scores: --test files, else --data-dir, else the data the run recorded, else $ANNOTATED_TRANSFORMER_DATA or the cache."
+    if getattr(args, "test", None): return Corpus("files", test=tuple(str(Path(p).absolute()) for p in args.test))
+    if args.data_dir or "data" not in info: return Corpus(data_dir=args.data_dir)
+    c = Corpus.from_dict(info["data"])
+    if c.kind == "multi30k" and not Path(c.data_dir).is_dir():
+        raise FileNotFoundError(f"{info['checkpoint']}: the run's data root {c.data_dir} (recorded in the checkpoint) is gone; "
+                                f"pass --data-dir (or --test PREFIX)")
+    return c
+
+def evaluate_command(args) -> int:
+    "`annotated-transformer evaluate`: sacreBLEU and chrF on every test set of the data (or the --split ones); --output writes the hypotheses."
+    explicit = bool(args.data_dir or getattr(args, "test", None))
+    if explicit and not getattr(args, "test", None): ensure_splits(_splits(args, Corpus(data_dir=args.data_dir)), args.data_dir)   # data errors first
+    model, codec, info = _open(args)
+    corpus = eval_corpus(args, info)
+    splits = _splits(args, corpus)
+    corpus.check(splits, info["src"], info["tgt"])
+    sets = {s: corpus.pairs(s, info["src"], info["tgt"], getattr(args, "max_sentences", None)) for s in splits}
+    rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size, progress=True)
+    written = _write_hypotheses(getattr(args, "output", None), rows)
+    rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items() if k != "hypotheses"} for r in rows]
+    res = {**info, "beam_size": args.beam_size, "alpha": args.length_penalty, "sets": rows, "hypotheses": written}
+    if len(rows) == 1:                                     # one set: its numbers at the top level too
+        r = rows[0]; res.update(split=r["set"], bleu=r["bleu"], chrf=r["chrf"], signature=r["bleu_signature"], sentences=r["sentences"])
+    if args.json: print(json.dumps(res, ensure_ascii=False))
+    else: print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), beam {args.beam_size}, "
+                f"α {args.length_penalty}:\n" + score_table(rows) + "".join(f"\nhypotheses: {p}" for p in written))
     return 0
 
 # %% ../nbs/16_multi30k.ipynb #19166391

@@ -309,6 +309,7 @@ def check_config(saved: dict,                   # a checkpoint's "config"
                 ):
     "Raise `ValueError` naming every field in which the two configs differ."
     mine = config.to_dict()
+    saved = {f.name: f.default for f in dataclasses.fields(TransformerConfig) if f.name not in saved} | saved  # fields added later
     diff = [f"{k}={saved.get(k, '<missing>')!r} in the checkpoint vs {mine.get(k, '<missing>')!r} here"
             for k in sorted(set(saved) | set(mine)) if saved.get(k, "<missing>") != mine.get(k, "<missing>")]
     if diff: raise ValueError(f"{name} was saved from a different model config: " + "; ".join(diff))
