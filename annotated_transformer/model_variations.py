@@ -182,7 +182,9 @@ def run_variations(rows: str|list|None=None,          # rows/variants (see `sele
             have = next((r for r in read_results(path) if _key(r) == _key(want)), None)
             if have is not None and not rerun:
                 log(f"{v.name} seed {seed}: already in {path} (dev BLEU {have['dev_bleu']}), skipped"); out.append(have); continue
-            log(f"{v.name} seed {seed}: training {steps} updates ({v.paper} in the paper) …")
+            model_cfg = variant_setup(v, base)[0]
+            log(f"{v.name} seed {seed}: training {steps} update{'s' * (steps != 1)} of "
+                f"{', '.join(f'{k}={x}' for k, x in model_cfg.items())} (the paper: {v.paper}) …")
             r = {**run_variant(v, seed, steps, base, data_dir, max_train_pairs, max_eval_sentences, progress), "model_base": base}
             _append_result(path, r); out.append(r)
             log(f"{v.name} seed {seed}: dev BLEU {r['dev_bleu']}, dev PPL {r['dev_ppl']}, {r['minutes']} min")
