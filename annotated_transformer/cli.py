@@ -47,7 +47,7 @@ HANDLERS = {  # (command, task) -> "module:function"; each function takes the pa
     ("average", None):     "annotated_transformer.multi30k:average_command",
     ("bench", None):       "annotated_transformer.performance:bench_command",
     ("variations", None):  "annotated_transformer.model_variations:variations_command",
-    ("attention", None):   "annotated_transformer.visualization:attention_command",
+    ("attention", None):   "annotated_transformer.attention_maps:attention_command",
     ("export", None):      "annotated_transformer.ctranslate2_export:export_command",
 }
 
