@@ -13,7 +13,7 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['padding_mask', 'causal_mask', 'target_mask', 'check_mask', 'scaled_dot_product_attention', 'fused_attention',
-           'MultiHeadAttention', 'copy_mha_to_torch']
+           'fused_is_slow', 'MultiHeadAttention', 'copy_mha_to_torch']
 
 # %% ../nbs/02_attention.ipynb #63c73dea
 def padding_mask(tokens: torch.Tensor, # (batch, seq_len) int64 token ids
@@ -84,6 +84,12 @@ def fused_attention(
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~ok, dropout_p=dropout_p) * ok
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
+# %% ../nbs/02_attention.ipynb #749673c2
+def fused_is_slow(q: torch.Tensor, # (batch, heads, q_len, d_k) queries about to be attended with
+                 ) -> bool:        # True: take the explicit version instead of the fused kernel
+    "The fused kernel's bf16 backward is slow on CPUs: bf16 training on a CPU is faster with the explicit version."
+    return q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled()
+
 # %% ../nbs/02_attention.ipynb #93e5253b
 class MultiHeadAttention(nn.Module):
     "Multi-head attention (§3.2.2) for self- and cross-attention, fused QKV projection, optional KV cache."
@@ -113,27 +119,35 @@ class MultiHeadAttention(nn.Module):
                 mask: torch.Tensor|None=None, # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
                 cache: dict|None=None,  # a layer's KV-cache entry, updated in place
                ) -> torch.Tensor:       # (batch, q_len, d_model)
-        W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
-        if key is query and value is query:                        # self-attention: one matmul for Q, K, V
-            q, k, v = map(self._heads, self.in_proj(query).chunk(3, dim=-1))  # each (batch, heads, len, d_k)
-            if cache is not None:
-                if "k" in cache: k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-                cache["k"], cache["v"] = k, v
-        else:                                                       # cross-attention
-            q = self._heads(F.linear(query, W[:d], b[:d]))
-            if cache is not None and "k" in cache: k, v = cache["k"], cache["v"]
-            else:
-                if key is value: k, v = map(self._heads, F.linear(key, W[d:], b[d:]).chunk(2, dim=-1))
-                else: k, v = self._heads(F.linear(key, W[d:2*d], b[d:2*d])), self._heads(F.linear(value, W[2*d:], b[2*d:]))
-                if cache is not None: cache["k"], cache["v"] = k, v
-        check_mask(mask, (q.shape[0], self.n_heads, q.shape[2], k.shape[2]))
+        q, k, v = self._project(query, key, value, cache)         # each (batch, heads, len, d_k)
         p = self.dropout if self.training else 0.0
-        slow_fused = q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled()  # CPU's bf16 SDPA backward is slow
-        if self.record_weights or not self.fused or slow_fused:
+        if self.record_weights or not self.fused or fused_is_slow(q):
             x, w = scaled_dot_product_attention(q, k, v, mask, p)
             if self.record_weights: self.attn_weights = w.detach()
         else: x = fused_attention(q, k, v, mask, p)                # (batch, heads, q_len, d_k)
         return self.out_proj(x.transpose(1, 2).flatten(2))         # (batch, q_len, d_model)
+
+# %% ../nbs/02_attention.ipynb #fc2a34ed
+def _project(self: MultiHeadAttention,
+             query, key, value,      # as in `MultiHeadAttention.forward`
+             cache: dict|None,       # a layer's KV-cache entry, updated in place
+            ) -> tuple:              # q, k, v, each (batch, heads, len, d_k)
+    "Q, K, V through [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross-attention."
+    W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
+    if key is query and value is query:                        # self-attention: one matmul for Q, K, V
+        q, k, v = map(self._heads, self.in_proj(query).chunk(3, dim=-1))  # each (batch, heads, len, d_k)
+        if cache is not None:
+            if "k" in cache: k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+            cache["k"], cache["v"] = k, v
+        return q, k, v
+    q = self._heads(F.linear(query, W[:d], b[:d]))            # cross-attention
+    if cache is not None and "k" in cache: return q, cache["k"], cache["v"]
+    if key is value: k, v = map(self._heads, F.linear(key, W[d:], b[d:]).chunk(2, dim=-1))
+    else: k, v = self._heads(F.linear(key, W[d:2*d], b[d:2*d])), self._heads(F.linear(value, W[2*d:], b[2*d:]))
+    if cache is not None: cache["k"], cache["v"] = k, v
+    return q, k, v
+
+MultiHeadAttention._project = _project
 
 # %% ../nbs/02_attention.ipynb #32aba5ef
 def copy_mha_to_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):

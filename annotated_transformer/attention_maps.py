@@ -20,7 +20,7 @@ from .evaluation import encode_sources, translate
 
 # %% auto #0
 __all__ = ['KINDS', 'AXES', 'NAMES', 'AttentionRecorder', 'token_labels', 'AttentionMaps', 'attention_maps', 'translate_and_map',
-           'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence', 'attention_command']
+           'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence', 'save_attention_maps']
 
 # %% ../nbs/18_attention_maps.ipynb #765e219e
 KINDS = {"encoder": "encoder.layers.{}.self_attn",   # encoder self-attention: source × source
@@ -74,6 +74,8 @@ AXES = {"encoder": ("query: source token", "key: source token"),
         "cross":   ("query: target token (decoder input)", "key: source token")}
 NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "encoder–decoder attention"}
 
+
+# %% ../nbs/18_attention_maps.ipynb #f33e0547
 @dataclass
 class AttentionMaps:
     "Attention weights of one sentence pair, padding removed; one `(heads, queries, keys)` tensor per layer."
@@ -124,8 +126,8 @@ def attention_maps(model: nn.Module,          # a `Transformer` (it needs `make_
         with AttentionRecorder(model) as rec:
             model(src, tgt, model.make_src_mask(src), model.make_tgt_mask(tgt))
     finally: model.train(training)
-    pad = model.config.pad_idx
-    s, t = src[index] != pad, tgt[index] != pad             # (src_len,), (tgt_len,) bool: real tokens
+    pad_idx = model.config.pad_idx
+    s, t = src[index] != pad_idx, tgt[index] != pad_idx     # (src_len,), (tgt_len,) bool: real tokens
     def cut(kind, i, rows, cols): return rec[KINDS[kind].format(i)][index][:, rows][:, :, cols].cpu()
     n_enc, n_dec = len(model.encoder.layers), len(model.decoder.layers)
     return AttentionMaps(token_labels(src[index][s], src_vocab), token_labels(tgt[index][t], tgt_vocab),
@@ -187,6 +189,8 @@ def plot_attention(weights: torch.Tensor,     # (queries, keys) one head's atten
     if colorbar: ax.figure.colorbar(im, ax=ax, label="attention weight", shrink=0.9)
     return ax
 
+
+# %% ../nbs/18_attention_maps.ipynb #0f3583f7
 def plot_heads(weights: torch.Tensor,     # (heads, queries, keys) one layer's attention weights
                row_labels: Sequence[str], # query tokens
                col_labels: Sequence[str], # key tokens
@@ -233,28 +237,28 @@ def map_sentence(model: nn.Module,       # a trained `Transformer`, e.g. from `l
     src = torch.tensor(ids, device=next(model.parameters()).device)   # (1, src_len) int64, <s> … </s>
     return translate_and_map(model, src, *codec_vocabs(codec), max_len=max_len)
 
-# %% ../nbs/18_attention_maps.ipynb #8a75c13d
-def attention_command(args) -> int:
-    "`annotated-transformer attention`: one sentence's attention maps (cross by default) as image files."
-    from annotated_transformer.multi30k import open_translator, _device
-    kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
+# %% ../nbs/18_attention_maps.ipynb #76ba8b41
+def save_attention_maps(model: nn.Module, codec, # a trained `Transformer` and its text pipeline
+                        sentence: str,            # a raw source sentence
+                        output: str|Path,         # image file (.png, .pdf, .svg); several kinds: its stem-KIND.suffix
+                        kinds=("cross",),         # any of "encoder", "decoder", "cross"
+                        layer: int=-1,            # 0-based; negative counts from the top
+                        head: int|None=None,      # one head; None: a grid of all heads
+                       ) -> list[tuple[str, Path]]: # (what was drawn, its file)
+    "Greedy-translate one sentence and save its attention maps as image files; a layer or head the model lacks is an error naming the range."
     bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds: raise ValueError(f"--kind {args.kind}: choose from {', '.join(KINDS)} (comma-separated)")
-    model, codec, info = open_translator(args.checkpoint, args.model, _device(args), args.src, args.tgt)
-    n_layers, n_heads = len(model.decoder.layers), model.config.n_heads
+    if bad or not kinds: raise ValueError(f"kinds={list(kinds)}: choose from {', '.join(KINDS)}")
     for k in kinds:
-        n = len(model.encoder.layers) if k == "encoder" else n_layers
-        if not -n <= args.layer < n: raise ValueError(f"--layer {args.layer}: the model's {NAMES[k]} has {n} layers (0 to {n - 1})")
-    if args.head is not None and not 0 <= args.head < n_heads:
-        raise ValueError(f"--head {args.head}: the model has {n_heads} heads (0 to {n_heads - 1})")
-    maps = map_sentence(model, codec, args.sentence)
-    out = Path(args.output)
-    plt.switch_backend("Agg")                                   # files only: no window, no display needed
+        n = len(model.encoder.layers) if k == "encoder" else len(model.decoder.layers)
+        if not -n <= layer < n: raise ValueError(f"layer={layer}: the model's {NAMES[k]} has {n} layers (0 to {n - 1})")
+    if head is not None and not 0 <= head < model.config.n_heads:
+        raise ValueError(f"head={head}: the model has {model.config.n_heads} heads (0 to {model.config.n_heads - 1})")
+    maps, out, saved = map_sentence(model, codec, sentence), Path(output), []
     for k in kinds:
         path = out if len(kinds) == 1 else out.with_name(f"{out.stem}-{k}{out.suffix}")
-        drawn = maps.plot(k, args.layer, args.head)
-        fig = drawn if args.head is None else drawn.figure
+        drawn = maps.plot(k, layer, head)
+        fig = drawn if head is None else drawn.figure
         fig.savefig(path, dpi=120, bbox_inches="tight"); plt.close(fig)
-        print(f"{NAMES[k]}, layer {args.layer % len(getattr(maps, k))}: {path}")
-    print(f"translation (greedy, as mapped): {translate(model, codec, [args.sentence], beam_size=1)[0]}")
-    return 0
+        saved.append((f"{NAMES[k]}, layer {layer % len(getattr(maps, k))}", path))
+    return saved
+

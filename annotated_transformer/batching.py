@@ -10,14 +10,14 @@ import math
 from functools import partial
 from typing import Sequence
 import torch
-import torch.distributed
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Sampler
 from .attention import padding_mask, target_mask
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
+from .runtime import dist_rank_world
 
 # %% auto #0
-__all__ = ['Batch', 'collate_batch', 'TokenBatchSampler', 'token_batch_loader', 'padding_fraction']
+__all__ = ['Batch', 'collate_batch', 'length_batches', 'TokenBatchSampler', 'token_batch_loader', 'padding_fraction']
 
 # %% ../nbs/08_batching.ipynb #744a232c
 class Batch:
@@ -69,11 +69,33 @@ def collate_batch(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tg
     return Batch(pad_sequence(list(srcs), batch_first=True, padding_value=pad_idx),
                  pad_sequence(list(tgts), batch_first=True, padding_value=pad_idx), pad_idx)
 
-# %% ../nbs/08_batching.ipynb #a940ea53
+# %% ../nbs/08_batching.ipynb #540cd3b7
 def _length_pair(l) -> tuple[int, int]:
     try: return int(l), 0                          # one length (e.g. max of source and target)
     except (TypeError, ValueError, RuntimeError): return int(l[0]), int(l[1])
 
+def length_batches(src_len: torch.Tensor,        # (n,) source lengths
+                   tgt_len: torch.Tensor,        # (n,) target lengths
+                   max_tokens: int,              # budget per batch: n_sentences × (max src len + max tgt len)
+                   g: torch.Generator|None=None, # shuffles ties and the batch order; None: sorted, fixed order
+                  ) -> list[list[int]]:          # batches of example indices
+    "Steps 1–4: shuffle, sort by length (stable), cut greedily within the padded budget, shuffle the batches."
+    n = len(src_len)
+    perm = torch.randperm(n, generator=g) if g is not None else torch.arange(n)
+    key = src_len[perm] * (int(tgt_len.max()) + 1) + tgt_len[perm]
+    order = perm[torch.sort(key, stable=True).indices].tolist()          # by length; ties in shuffled order
+    S, T = src_len.tolist(), tgt_len.tolist()
+    batches, cur, ms, mt = [], [], 0, 0
+    for i in order:
+        s, t = max(ms, S[i]), max(mt, T[i])
+        if cur and (len(cur) + 1) * (s + t) > max_tokens:                 # adding i would exceed the budget
+            batches.append(cur); cur, s, t = [], S[i], T[i]
+        cur.append(i); ms, mt = s, t
+    batches.append(cur)                                                  # an over-long example gets a batch of its own
+    if g is not None: batches = [batches[j] for j in torch.randperm(len(batches), generator=g).tolist()]
+    return batches
+
+# %% ../nbs/08_batching.ipynb #82254369
 class TokenBatchSampler(Sampler):
     "Batches of indices grouped by length within a token budget (padding counted), shuffled by seed and epoch, sharded by rank (§5.1)."
     def __init__(self,
@@ -99,43 +121,28 @@ class TokenBatchSampler(Sampler):
             raise ValueError(f"{len(self._all_batches(0))} batches cannot be shared among {world_size} ranks: "
                              f"lower max_tokens={max_tokens} or use fewer processes")
 
-    def set_epoch(self, epoch: int, # epoch number: with the seed, it fixes the batches and their order
-                  start: int=0,     # skip this rank's first `start` batches (resuming mid-epoch)
-                 ):
-        "Choose the epoch (and a starting batch) for the next iteration."
-        self.epoch, self.start = epoch, start
-
-    def _generator(self, epoch):
-        return torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
-
     def _all_batches(self, epoch) -> list[list[int]]:
         "The whole epoch's batches, before sharding (identical on every rank)."
-        g, n = self._generator(epoch), len(self.src_len)
-        perm = torch.randperm(n, generator=g) if self.shuffle else torch.arange(n)
-        key = self.src_len[perm] * (int(self.tgt_len.max()) + 1) + self.tgt_len[perm]
-        order = perm[torch.sort(key, stable=True).indices].tolist()      # by length; ties in shuffled order
-        S, T = self.src_len.tolist(), self.tgt_len.tolist()
-        batches, cur, ms, mt = [], [], 0, 0
-        for i in order:
-            s, t = max(ms, S[i]), max(mt, T[i])
-            if cur and (len(cur) + 1) * (s + t) > self.max_tokens:        # adding i would exceed the budget
-                batches.append(cur); cur, s, t = [], S[i], T[i]
-            cur.append(i); ms, mt = s, t
-        batches.append(cur)                                              # an over-long example gets a batch of its own
-        if self.shuffle: batches = [batches[j] for j in torch.randperm(len(batches), generator=g).tolist()]
-        return batches
+        g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63) if self.shuffle else None
+        return length_batches(self.src_len, self.tgt_len, self.max_tokens, g)
 
-    def batches(self, epoch: int|None=None) -> list[list[int]]:
-        "This rank's batches for `epoch` (default: the current one), from the start."
-        bs = self._all_batches(self.epoch if epoch is None else epoch)
-        if self.even: bs = bs[:len(bs) // self.world_size * self.world_size]
-        return bs[self.rank::self.world_size]
+# %% ../nbs/08_batching.ipynb #5a5e478a
+def _set_epoch(self: TokenBatchSampler,
+               epoch: int,     # epoch number: with the seed, it fixes the batches and their order
+               start: int=0,   # skip this rank's first `start` batches (resuming mid-epoch)
+              ):
+    "Choose the epoch (and a starting batch) for the next iteration."
+    self.epoch, self.start = epoch, start
 
-    def __iter__(self):
-        yield from self.batches()[self.start:]
+def _batches(self: TokenBatchSampler, epoch: int|None=None) -> list[list[int]]:
+    "This rank's batches for `epoch` (default: the current one), from the start."
+    bs = self._all_batches(self.epoch if epoch is None else epoch)
+    if self.even: bs = bs[:len(bs) // self.world_size * self.world_size]
+    return bs[self.rank::self.world_size]
 
-    def __len__(self) -> int:
-        return len(self.batches()) - self.start
+TokenBatchSampler.set_epoch, TokenBatchSampler.batches = _set_epoch, _batches
+TokenBatchSampler.__iter__ = lambda self: iter(self.batches()[self.start:])
+TokenBatchSampler.__len__ = lambda self: len(self.batches()) - self.start
 
 # %% ../nbs/08_batching.ipynb #367122b9
 def token_batch_loader(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tgt) pairs of 1-d id tensors
@@ -150,10 +157,8 @@ def token_batch_loader(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (sr
                        pin_memory: bool=False,    # pin host memory (for GPU training)
                       ) -> DataLoader:
     "A `DataLoader` of `Batch`es: token-budget, length-grouped batches of `pairs`, this rank's share."
-    if rank is None or world_size is None:
-        init = torch.distributed.is_available() and torch.distributed.is_initialized()
-        rank = torch.distributed.get_rank() if init else 0 if rank is None else rank
-        world_size = torch.distributed.get_world_size() if init else 1 if world_size is None else world_size
+    r, w = dist_rank_world()                                 # the process group's, (0, 1) without one
+    rank, world_size = r if rank is None else rank, w if world_size is None else world_size
     sampler = TokenBatchSampler([(len(s), len(t)) for s, t in pairs], max_tokens, shuffle, seed, rank, world_size,
                                 shuffle if even is None else even)
     return DataLoader(pairs, batch_sampler=sampler, collate_fn=partial(collate_batch, pad_idx=pad_idx),

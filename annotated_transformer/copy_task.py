@@ -6,20 +6,20 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/copy_task.ht
 
 # %% ../nbs/12_copy_task.ipynb #3b761d51
 from __future__ import annotations
-import json, os, sys, time
+import os
 import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX
 from .model import Transformer, create_transformer, greedy_decode
 from .batching import collate_batch, token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
-from .training import (TrainState, fit, seed_everything, distributed_session, latest_checkpoint,
-                                            checkpoint_path, load_checkpoint, check_config, dist_rank_world)
+from .training import TrainState, fit
+from .checkpoints import load_checkpoint, check_config
+from .runtime import seed_everything, dist_rank_world
 
 # %% auto #0
-__all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'COPY_RECIPE_FLAGS', 'copy_sequence',
-           'copy_pairs', 'held_out_pairs', 'exact_match', 'copy_margin', 'check_copy_recipe', 'train_copy',
-           'train_copy_command']
+__all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'copy_sequence', 'copy_pairs', 'held_out_pairs',
+           'exact_match', 'copy_margin', 'RecipeMismatch', 'check_copy_recipe', 'train_copy', 'copy_scores']
 
 # %% ../nbs/12_copy_task.ipynb #c0b76b8f
 COPY_VOCAB_SIZE = 14          # 4 special tokens + 10 symbols
@@ -96,22 +96,47 @@ def copy_margin(model: Transformer,        # a copy model
     return torch.cat(out)
 
 # %% ../nbs/12_copy_task.ipynb #a7d5e3c2
-COPY_MAX_STEPS = 2000          # the recipe's updates (the CLI's default --max-steps)
-COPY_RECIPE_FLAGS = {              # recipe entry -> its command-line flag; a resumed run must match the checkpoint's
-    "seed": "--seed", "preset": "--preset", "batch_tokens": "--batch-tokens", "warmup_steps": "--warmup-steps",
-    "lr_scale": "--lr-scale", "label_smoothing": "--label-smoothing", "clip_grad": "--clip-grad",
-    "n_train": "--max-train-pairs", "accum_steps": "--accum-steps", "dropout": "dropout",
-    "world_size": "torchrun --nproc_per_node"}
+COPY_MAX_STEPS = 2000          # the recipe's updates (`train_copy`'s default)
+
+class RecipeMismatch(ValueError):
+    "A resumed run asked for another recipe than its checkpoint's; `diffs` holds (field, the checkpoint's value, the asked value)."
+    def __init__(self, where,                               # the checkpoint, named in the message
+                 diffs: list[tuple[str, object, object]],
+                 note: str=""):                             # said after the differences
+        self.where, self.diffs, self.note = where, diffs, note
+        super().__init__(self.describe())
+
+    def describe(self, name=lambda field: None) -> str: # a field's name for the reader (e.g. its flag); None: `field=value`
+        "The message, with each field as `name` calls it."
+        say = lambda k, v: f"{name(k)} {v}" if name(k) else f"{k}={v!r}"
+        vs = lambda k, v: f"{v}" if name(k) else f"{v!r}"
+        return (f"{self.where} was trained with another recipe: "
+                + "; ".join(f"{say(k, a)} in the checkpoint vs {vs(k, b)} here" for k, a, b in self.diffs) + self.note)
 
 def check_copy_recipe(saved: dict,          # the checkpoint's `extra["recipe"]`
                       recipe: dict,         # this run's
                       name: str="checkpoint", # used in the message
                      ):
-    "Raise `ValueError` naming every recipe entry (by its flag) in which a resumed run differs from its checkpoint."
-    diff = [f"{COPY_RECIPE_FLAGS.get(k, k)} {saved[k]} in the checkpoint vs {v} here"
-            for k, v in recipe.items() if k in saved and saved[k] != v]
-    if diff: raise ValueError(f"--resume: {name} was trained with another recipe: " + "; ".join(diff) +
-                              " (repeat the checkpoint's values, or start a new run in another --checkpoint-dir)")
+    "Raise `RecipeMismatch` naming every recipe entry in which a resumed run differs from its checkpoint."
+    diffs = [(k, saved[k], v) for k, v in recipe.items() if k in saved and saved[k] != v]
+    if diffs: raise RecipeMismatch(name, diffs)
+
+
+# %% ../nbs/12_copy_task.ipynb #7dd32a56
+def _check_resume(ck, model, recipe):
+    "The checkpoint must be a copy-task run of this recipe (its model config checked too, the preset named first)."
+    name = str(ck) if not isinstance(ck, dict) else "checkpoint"
+    if not isinstance(ck, dict): ck = load_checkpoint(ck)
+    extra = ck.get("extra") or {}
+    if extra.get("task", "copy") != "copy" or "vocab" in extra:
+        raise ValueError(f"{name} is not a copy-task checkpoint (task={extra.get('task', 'translation')!r})")
+    saved = extra.get("recipe") or {k: extra[k] for k in ("seed", "n_train") if k in extra}    # older checkpoints
+    if saved.get("preset", recipe["preset"]) != recipe["preset"]:                               # name the flag first
+        try: check_config(ck["config"], model.config, name); why = ""
+        except ValueError as e: why = f": {e}"
+        raise RecipeMismatch(name, [("preset", saved["preset"], recipe["preset"])], why)
+    check_config(ck["config"], model.config, name)
+    check_copy_recipe(saved, recipe, name)
 
 # %% ../nbs/12_copy_task.ipynb #6181ef46
 def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: run `epochs` epochs)
@@ -146,60 +171,13 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
     state = fit(model, loader, opt, sched, loss, max_steps=max_steps, clip_grad=clip_grad, device=device, **fit_kwargs)
     return model, state, train
 
-def _check_resume(ck, model, recipe):
-    "The checkpoint must be a copy-task run of this recipe (its model config checked too, with the flag named)."
-    name = str(ck) if not isinstance(ck, dict) else "checkpoint"
-    if not isinstance(ck, dict): ck = load_checkpoint(ck)
-    extra = ck.get("extra") or {}
-    if extra.get("task", "copy") != "copy" or "vocab" in extra:
-        raise ValueError(f"--resume: {name} is not a copy-task checkpoint (task={extra.get('task', 'translation')!r})")
-    saved = extra.get("recipe") or {k: extra[k] for k in ("seed", "n_train") if k in extra}    # older checkpoints
-    if saved.get("preset", recipe["preset"]) != recipe["preset"]:                               # name the flag first
-        try: check_config(ck["config"], model.config, name); why = ""
-        except ValueError as e: why = f": {e}"
-        raise ValueError(f"--resume: --preset {saved['preset']} in the checkpoint vs {recipe['preset']} here{why}")
-    check_config(ck["config"], model.config, name)
-    check_copy_recipe(saved, recipe, name)
 
-# %% ../nbs/12_copy_task.ipynb #9fdd95bb
-def train_copy_command(args) -> int:
-    "CLI handler for `annotated-transformer train --task copy`."
-    if args.resume and not args.checkpoint_dir: raise ValueError("--resume needs --checkpoint-dir")
-    if args.save_every and not args.checkpoint_dir: raise ValueError("--save-every needs --checkpoint-dir")
-    resume_from = None
-    if args.resume:
-        resume_from = latest_checkpoint(args.checkpoint_dir)
-        if resume_from is None: raise FileNotFoundError(f"--resume: no checkpoint (step_*.pt) in {args.checkpoint_dir}")
-    elif args.checkpoint_dir and (existing := latest_checkpoint(args.checkpoint_dir)) is not None:
-        raise ValueError(f"{args.checkpoint_dir} already holds checkpoints of a run (latest {existing.name}); "
-                         f"pass --resume to continue it, or choose another --checkpoint-dir")
-    saved = ((load_checkpoint(resume_from).get("extra") or {}).get("recipe") or {}) if resume_from else {}
-    seed = args.seed if args.seed is not None else saved.get("seed", 0)                  # unset: the run's, else 0
-    accum_steps = args.accum_steps if args.accum_steps is not None else saved.get("accum_steps", 1)
-    max_steps = args.max_steps if args.max_steps is not None else (None if args.epochs else COPY_MAX_STEPS)
-    kw = {k: v for k, v in dict(preset=args.preset, batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
-                                lr_scale=args.lr_scale, label_smoothing=args.label_smoothing, clip_grad=args.clip_grad,
-                                n_train=args.max_train_pairs).items() if v is not None}
-    with distributed_session(args.device if args.device else "cpu") as ctx:
-        t0 = time.perf_counter()
-        model, state, train = train_copy(max_steps=max_steps, seed=seed, device=ctx.device, epochs=args.epochs,
-                                         accum_steps=accum_steps, precision=args.precision,
-                                         checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
-                                         resume_from=resume_from, progress=True, **kw)
-        seconds = time.perf_counter() - t0
-        held = held_out_pairs(1000, train, seed)
-        ok, n = exact_match(model, held)
-        margin = float(copy_margin(model, held).min())
-        if ctx.is_main:
-            last = checkpoint_path(args.checkpoint_dir, state.step) if args.checkpoint_dir else None
-            result = {"task": "copy", "exact_match": ok / n, "correct": ok, "total": n, "min_margin": round(margin, 4),
-                      "steps": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0), # run, the last maybe partial
-                      "tokens": state.tokens,
-                      "train_loss": state.train_loss[-1][1] if state.train_loss else None, "seconds": round(seconds, 2),
-                      "seed": seed, "precision": args.precision, "world_size": ctx.world_size,
-                      "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                      "checkpoint": str(last) if last else None}
-            if args.json: print(json.dumps(result))
-            else: print(f"copy task: exact match {ok}/{n} = {ok / n:.1%} on held-out sequences, smallest margin "
-                        f"{margin:.2f} nats, after {state.step} updates ({seconds:.0f} s)")
-    return 0
+# %% ../nbs/12_copy_task.ipynb #092fcf4d
+def copy_scores(model: Transformer, train: list, # a trained copy model; its training pairs
+                seed: int=0, n: int=1000,         # the held-out set: its seed and size
+               ) -> dict:
+    "How well a trained model copies `n` held-out sequences: exact matches and the smallest margin (nats)."
+    held = held_out_pairs(n, train, seed)
+    ok, total = exact_match(model, held)
+    return {"exact_match": ok / total, "correct": ok, "total": total, "min_margin": round(float(copy_margin(model, held).min()), 4)}
+

@@ -6,21 +6,23 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 
 # %% ../nbs/34_ctranslate2_export.ipynb #3daa12f8
 from __future__ import annotations
-import json, os, shutil, tempfile
+import contextlib, json, os, shutil, statistics, tempfile, time
 from pathlib import Path
 from typing import Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
-from .data import BPECodec, WordCodec, codec_from_dict
-from .decoding import length_penalty
-from .evaluation import encode_sources
-from .training import load_checkpoint, model_from_checkpoint
+from .data import BPECodec, WordCodec, codec_from_dict, load_split
+from . import decoding
+from .decoding import length_penalty, decode_corpus, strip_hypothesis
+from .evaluation import encode_sources, translate, corpus_bleu
+from .checkpoints import load_checkpoint, model_from_checkpoint
 from .pretrained import export_model, load_model
 
 # %% auto #0
-__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'codec_tokens', 'to_ctranslate2_spec', 'export_ctranslate2', 'load_ctranslate2',
-           'decode_ctranslate2', 'translate_ctranslate2', 'export_command']
+__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'LEVERS', 'codec_tokens', 'to_ctranslate2_spec', 'export_ctranslate2',
+           'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2', 'quantize_int8', 'bench_translation',
+           'bench_table']
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b144c06d
 def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
@@ -163,11 +165,6 @@ def _pick(hyps: list[list[int]], scores: list[float], alpha: float, penalty: str
     if penalty == "gnmt" and len(hyps) > 1: return max(zip(scores, hyps), key=lambda x: x[0] / length_penalty(len(x[1]), alpha))[1]
     return hyps[0]
 
-def _clean(h: list[int]) -> list[int]:
-    "As `decode_corpus` returns it: cut at `</s>`, without `<s>` and `<pad>`."
-    h = h[:h.index(EOS_IDX)] if EOS_IDX in h else h
-    return [t for t in h if t not in (PAD_IDX, BOS_IDX)]
-
 # %% ../nbs/34_ctranslate2_export.ipynb #129770b6
 def decode_ctranslate2(translator,                  # a `ctranslate2.Translator` (from `load_ctranslate2`)
                        codec: WordCodec|BPECodec,   # the model's codec: its vocabularies
@@ -193,7 +190,7 @@ def decode_ctranslate2(translator,                  # a `ctranslate2.Translator`
                                          beam_size=beam_size, length_penalty=0.0 if gnmt else alpha, num_hypotheses=beam_size if gnmt else 1,
                                          return_scores=gnmt, return_end_token=True, max_decoding_length=cap, min_decoding_length=0, max_input_length=0)
         for k, r in zip(idx, res):
-            out[k] = _clean(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores, alpha, penalty))
+            out[k] = strip_hypothesis(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores, alpha, penalty))
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #7d7485d8
@@ -216,19 +213,186 @@ def translate_ctranslate2(model_dir: str|os.PathLike|None,  # a folder written b
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
 
-# %% ../nbs/34_ctranslate2_export.ipynb #0b4a73a9
-def export_command(args) -> int:
-    "`annotated-transformer export`: a checkpoint or model → a model folder (`--format safetensors`) or a CTranslate2 folder."
-    fmt, quant, source = args.format, getattr(args, "quantization", None), args.checkpoint or getattr(args, "model", None)
-    if source is None: raise ValueError("give --checkpoint FILE or --model NAME|FOLDER to export")
-    if fmt == "safetensors":
-        if args.checkpoint is None:
-            raise ValueError("--format safetensors exports a training checkpoint: give --checkpoint FILE (a --model is one already)")
-        if quant: raise ValueError(f"--quantization {quant} applies to --format ctranslate2 only")
-        out = export_model(args.checkpoint, args.output)
-    elif fmt == "ctranslate2":
-        try: out = export_ctranslate2(source, args.output, quant)
-        except ImportError as e: raise RuntimeError(str(e)) from None    # the command line reports it as an error
-    else: raise ValueError(f"--format {fmt!r}: expected safetensors or ctranslate2")
-    print(f"wrote {out}")
-    return 0
+# %% ../nbs/34_ctranslate2_export.ipynb #e5a921d7
+def quantize_int8(model: Transformer, # a float32 `Transformer` in eval mode (left as it is)
+                 ) -> Transformer:    # a copy whose linear layers compute in int8 (dynamic quantization)
+    "Ours in int8, approximately: PyTorch's dynamic quantization of the linear layers (weights int8 per channel, activations per batch)."
+    import copy, warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                            # torch.ao.quantization is deprecated in favour of torchao
+        from torch.ao.quantization import quantize_dynamic, per_channel_dynamic_qconfig
+        q = copy.deepcopy(model).eval()
+        names = {n for n, mod in q.named_modules() if isinstance(mod, torch.nn.Linear) and not n.endswith("in_proj")}
+        return quantize_dynamic(q, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)   # in_proj stays float32: cross-attention slices its weight
+
+# %% ../nbs/34_ctranslate2_export.ipynb #465a612f
+def _bleu_tokens(codec, hyps: list[list[int]], refs: list[str]) -> tuple[float, int]:
+    "(sacreBLEU of the detokenized hypotheses, target tokens generated without </s>)."
+    return corpus_bleu([codec.decode_tgt(h) for h in hyps], refs).score, sum(map(len, hyps))
+
+def _interleaved(runs: dict, repeats: int) -> dict:
+    "Time each of `runs` (name -> no-argument decoder) `repeats` times, one after another in turn: a busy machine slows all alike."
+    times, outs = {n: [] for n in runs}, {}
+    for _ in range(repeats):
+        for n, f in runs.items():
+            t = time.perf_counter(); outs[n] = f(); times[n].append(time.perf_counter() - t)
+    return {n: (statistics.median(ts), ts, outs[n]) for n, ts in times.items()}
+
+def _with_threads(n: int, f):
+    "`f` run with `n` intra-op torch threads, the setting restored after."
+    def run():
+        old = torch.get_num_threads(); torch.set_num_threads(n)
+        try: return f()
+        finally: torch.set_num_threads(old)
+    return run
+
+# %% ../nbs/34_ctranslate2_export.ipynb #6e2cffa4
+def _engines(model, codec, ids, ct2_dir, threads, beam_size, alpha, batch_size, int8_ours: bool) -> dict:
+    "name -> (description, decoder): ours and CTranslate2 float32/int8 at each thread count, and a worker per core."
+    kw, ml = dict(beam_size=beam_size, alpha=alpha, batch_size=batch_size), model.config.max_len
+    q = quantize_int8(model) if int8_ours else None
+    ct2 = lambda ct, intra, inter: (lambda tr: lambda: decode_ctranslate2(tr[0], codec, ids, max_len=ml, **kw))(
+        load_ctranslate2(ct2_dir, compute_type=ct, intra_threads=intra, inter_threads=inter))
+    out = {}
+    for t in threads:
+        out[f"ours fp32, {t} thr"] = (dict(engine="ours", compute="float32", threads=t, workers=1),
+                                      _with_threads(t, lambda: decode_corpus(model, ids, **kw)))
+        if q is not None: out[f"ours int8, {t} thr"] = (dict(engine="ours", compute="int8", threads=t, workers=1),
+                                                        _with_threads(t, lambda: decode_corpus(q, ids, **kw)))
+        for ct in ("float32", "int8"):
+            out[f"CT2 {ct}, {t} thr"] = (dict(engine="ctranslate2", compute=ct, threads=t, workers=1), ct2(ct, t, 1))
+        if t > 1:                                                   # t cores, t workers of one thread each
+            out[f"ours fp32, {t} workers"] = (dict(engine="ours", compute="float32", threads=1, workers=t),
+                                              lambda t=t: decode_corpus(model, ids, workers=t, **kw))
+            if q is not None: out[f"ours int8, {t} workers"] = (dict(engine="ours", compute="int8", threads=1, workers=t),
+                                                                lambda t=t: decode_corpus(q, ids, workers=t, **kw))
+            for ct in ("float32", "int8"):
+                out[f"CT2 {ct}, {t} workers"] = (dict(engine="ctranslate2", compute=ct, threads=1, workers=t), ct2(ct, 1, t))
+    return out
+
+# %% ../nbs/34_ctranslate2_export.ipynb #ee07e937
+def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int, alpha: float) -> list[dict]:
+    "Single-sentence `translate` (text in, text out, one thread), ours and CTranslate2 float32 in turn: p50 and p90 in ms."
+    info = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2], {"max_len": model.config.max_len})
+    runs = {"ours fp32": lambda s: translate(model, codec, [s], beam_size, alpha),
+            "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, alpha, translator=info)}
+    ms = {n: [] for n in runs}
+    with torch.inference_mode():
+        for s in sentences:
+            for n, f in runs.items():
+                t = time.perf_counter(); _with_threads(1, lambda: f(s))(); ms[n].append(1e3 * (time.perf_counter() - t))
+    q = lambda xs, p: statistics.quantiles(xs, n=10, method="inclusive")[p - 1] if len(xs) > 1 else xs[0]
+    return [{"engine": n, "sentences": len(v), "p50_ms": round(statistics.median(v), 2), "p90_ms": round(q(v, 9), 2)} for n, v in ms.items()]
+
+# %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
+@contextlib.contextmanager
+def _lever_off(name: str):
+    "Switch one of chapter 14's exact speed levers off for a while (the ids stay the same)."
+    old, search = dict(decoding._SPEED), decoding.fast_beam_search
+    if name == "inference_mode": decoding.fast_beam_search = torch.no_grad()(search.__wrapped__)   # no_grad instead
+    else: decoding._SPEED[name] = False
+    try: yield
+    finally: decoding._SPEED.update(old); decoding.fast_beam_search = search
+
+LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1", "cross-attention rows kept", "inference_mode", "int8 linear layers")
+
+def _levers(model, codec, ids, refs, beam_size, alpha, batch_size, repeats) -> list[dict]:
+    "Each lever on (everything else on) against off, one thread, interleaved: speed-up, identical ids, BLEU of each."
+    kw = dict(beam_size=beam_size, alpha=alpha, batch_size=batch_size)
+    on = lambda: decode_corpus(model, ids, **kw)
+    def off(name):
+        if name == "sorted batches": return lambda: decode_corpus(model, ids, sort=False, **kw)
+        if name == "fast_beam_search (all below)": return lambda: decode_corpus(model, ids, fast=False, **kw)
+        if name == "int8 linear layers": return None
+        def run():
+            with _lever_off({"one beam at step 1": "one_beam_start", "cross-attention rows kept": "lazy_cross",
+                             "inference_mode": "inference_mode"}[name]): return on()
+        return run
+    q, rows = quantize_int8(model), []
+    for name in LEVERS:
+        a, b = (lambda: decode_corpus(q, ids, **kw), on) if name == "int8 linear layers" else (on, off(name))
+        r = _interleaved({"on": _with_threads(1, a), "off": _with_threads(1, b)}, repeats)
+        (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]
+        rows.append({"lever": name, "exact": name != "int8 linear layers", "sentences_per_s_on": round(len(ids) / ton, 2),
+                     "sentences_per_s_off": round(len(ids) / toff, 2), "speedup": round(toff / ton, 3),
+                     "identical": sum(x == y for x, y in zip(hon, hoff)), "sentences": len(ids),
+                     "bleu_on": round(_bleu_tokens(codec, hon, refs)[0], 2), "bleu_off": round(_bleu_tokens(codec, hoff, refs)[0], 2)})
+    return rows
+
+# %% ../nbs/34_ctranslate2_export.ipynb #40fcf0da
+def _environment() -> dict:
+    "What the numbers depend on: CPU, its vector extensions as torch sees them, thread counts, versions."
+    import platform, ctranslate2
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_count": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "ctranslate2": ctranslate2.__version__,
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+def _run_row(name: str, desc: dict, timed: tuple, codec, refs: list[str]) -> dict:
+    "One configuration's row: sentences/s and tokens/s from the median time, every time, BLEU."
+    t, ts, hyps = timed
+    bleu, tokens = _bleu_tokens(codec, hyps, refs)
+    return {"name": name, **desc, "cores": desc["threads"] * desc["workers"], "seconds": [round(x, 3) for x in ts],
+            "sentences_per_s": round(len(hyps) / t, 2), "tokens_per_s": round(tokens / t, 1), "bleu": round(bleu, 2)}
+
+def _ratios(runs: list[dict]):
+    "Add each row's speed against CTranslate2 float32 on as many cores: the same layout, and its best layout."
+    f32 = [r for r in runs if r["engine"] == "ctranslate2" and r["compute"] == "float32"]
+    for r in runs:
+        same = [x for x in f32 if x["cores"] == r["cores"] and x["workers"] == r["workers"]]
+        best = max((x["sentences_per_s"] for x in f32 if x["cores"] == r["cores"]), default=None)
+        r["vs_ct2_float32"] = round(r["sentences_per_s"] / same[0]["sentences_per_s"], 3) if same else None
+        r["vs_ct2_float32_best"] = round(r["sentences_per_s"] / best, 3) if best else None
+
+# %% ../nbs/34_ctranslate2_export.ipynb #b58b16b3
+def bench_translation(model: str|os.PathLike|Transformer="de-en", # a shipped name, a model folder or checkpoint, or a `Transformer` (give `codec`)
+                      split: str="test_2016_flickr",  # the Multi30k split to translate (ignored with `pairs`)
+                      n_sentences: int=1000,          # its first n sentences
+                      beam_size: int=4, alpha: float=0.6, batch_size: int=64,   # the search, as `decode_corpus`
+                      threads: Sequence[int]=(1, 2),  # thread counts; t > 1 also runs t workers of one thread each
+                      repeats: int=2,                 # timed runs of each configuration, interleaved; the median counts
+                      int8_ours: bool=True,           # also time ours with int8 linear layers (`quantize_int8`)
+                      latency_sentences: int=50,      # single-sentence `translate` calls per engine (0: none)
+                      lever_sentences: int=0,         # sentences for the lever table (0: no lever table)
+                      pairs: Sequence[tuple[str, str]]|None=None, # (source, reference) pairs instead of `split`
+                      codec=None, data_dir: str|os.PathLike|None=None, command: str|None=None, # the command line to record
+                     ) -> dict:                       # plain data (JSON): environment, runs, latency, levers
+    "Ours against CTranslate2 on the same weights and sentences: sentences/s, tokens/s and BLEU per engine and thread count, interleaved."
+    m, codec, where = _resolve(model, codec)
+    split = split if pairs is None else "given pairs"
+    pairs = list(pairs) if pairs is not None else load_split(split, data_dir)[:n_sentences]
+    refs, ids = [t for _, t in pairs], encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
+    call = command or (f"bench_translation(model={where!r}, split={split!r}, n_sentences={len(pairs)}, beam_size={beam_size}, alpha={alpha}, "
+                       f"batch_size={batch_size}, threads={tuple(threads)}, repeats={repeats}, int8_ours={int8_ours}, "
+                       f"latency_sentences={latency_sentences}, lever_sentences={lever_sentences})")
+    with tempfile.TemporaryDirectory() as tmp:
+        ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)      # float32; int8 is CTranslate2's compute_type
+        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, alpha, batch_size, int8_ours)
+        timed = _interleaved({n: f for n, (_, f) in engines.items()}, repeats)
+        runs = [_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines]
+        latency = _latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size, alpha) if latency_sentences else []
+    _ratios(runs)
+    levers = _levers(m, codec, ids[:lever_sentences], refs[:lever_sentences], beam_size, alpha, batch_size, repeats) if lever_sentences else []
+    return {"command": call, "model": where, "split": split, "sentences": len(pairs),
+            "beam_size": beam_size, "alpha": alpha, "batch_size": batch_size, **_environment(), "runs": runs, "latency": latency, "levers": levers}
+
+# %% ../nbs/34_ctranslate2_export.ipynb #041fb7ce
+def bench_table(result: dict, # from `bench_translation` (or its JSON)
+               ) -> str:      # Markdown: the speed table, latency, the lever table, and the command
+    "The benchmark as Markdown tables, ratios against CTranslate2 float32 on as many cores."
+    L = [f"{result['sentences']} sentences, beam {result['beam_size']}, α {result['alpha']}, batch {result['batch_size']}; "
+         f"CPU {result['cpu_capability']}, {result['cpu_count']} cores; torch {result['torch']}, CTranslate2 {result['ctranslate2']}", "",
+         "| engine | cores | sentences/s | tokens/s | × CT2 fp32 (same layout) | × CT2 fp32 (its best) | BLEU |",
+         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    if result.get("note"): L[:0] = [f"**Note:** {result['note']}", ""]
+    fmt = lambda x: "" if x is None else f"{x:.2f}×"
+    L += [f"| {r['name']} | {r['cores']} | {r['sentences_per_s']:.1f} | {r['tokens_per_s']:.0f} | {fmt(r['vs_ct2_float32'])} | "
+          f"{fmt(r['vs_ct2_float32_best'])} | {r['bleu']:.2f} |" for r in result["runs"]]
+    if result.get("latency"):
+        L += ["", "| single sentence (translate, 1 thread) | p50 ms | p90 ms |", "| --- | ---: | ---: |"]
+        L += [f"| {r['engine']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} |" for r in result["latency"]]
+    if result.get("levers"):
+        L += ["", "| lever (1 thread; off = this one off, the rest on) | on sent/s | off sent/s | speed-up | identical | BLEU on / off |",
+              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        L += [f"| {r['lever']}{'' if r['exact'] else ' (approximate)'} | {r['sentences_per_s_on']:.1f} | {r['sentences_per_s_off']:.1f} | "
+              f"{r['speedup']:.2f}× | {r['identical']}/{r['sentences']} | {r['bleu_on']:.2f} / {r['bleu_off']:.2f} |" for r in result["levers"]]
+    return "\n".join(L + ["", f"`{result['command']}`"])

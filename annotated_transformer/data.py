@@ -6,23 +6,25 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/data.html.md
 
 # %% ../nbs/13_data.ipynb #04b55560
 from __future__ import annotations
-import functools, gzip, hashlib, importlib.resources, itertools, json, os, sys, tempfile, urllib.error, urllib.request
+import functools, gzip, hashlib, importlib.resources, itertools, os, sys, tempfile, urllib.error, urllib.request
 from collections import Counter
-from dataclasses import dataclass, asdict, field, fields
+from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX, SPECIAL_TOKENS
+from .model import dataclass_from_dict
 
 # %% auto #0
 __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS', 'SPLITS', 'TEST_SPLITS', 'SHA256', 'TATOEBA',
            'TATOEBA_COMMIT', 'TATOEBA_URL', 'TATOEBA_URL_ENV', 'TATOEBA_UPSTREAM', 'TATOEBA_FILES', 'TATOEBA_SHA256',
            'TATOEBA_LINES', 'TATOEBA_EVERY', 'TATOEBA_PAIRS', 'TEST_SET_INFO', 'SAMPLE_DIR', 'SAMPLE_SPLITS',
            'MULTI30K_HOWTO', 'SPACE', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir', 'split_files', 'in_ci',
-           'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'read_lines',
-           'read_parallel', 'ensure_splits', 'load_split', 'check_direction', 'available_test_splits', 'corpus_file',
-           'iter_lines', 'read_corpus', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'Vocab',
-           'WordCodec', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs', 'PackedPairs', 'encode_corpus']
+           'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'decode_utf8', 'iter_lines',
+           'read_lines', 'read_parallel', 'ensure_splits', 'load_split', 'check_direction', 'available_test_splits',
+           'corpus_file', 'read_corpus', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'sentence_ids',
+           'Vocab', 'WordCodec', 'train_bpe', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs',
+           'PackedPairs', 'encode_corpus']
 
 # %% ../nbs/13_data.ipynb #79fad637
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -217,22 +219,33 @@ def download_tatoeba(folder: str|os.PathLike,           # where to write the fil
             f"{', '.join(TATOEBA_FILES.values())}, gzipped or not), or set ${TATOEBA_URL_ENV} to a host that serves them.")
     return folder
 
+# %% ../nbs/13_data.ipynb #c25a025e
+def decode_utf8(raw: bytes, # one line's bytes, without its terminator
+                where: str, # the place named in the error: "data/train.de, line 7", "stdin line 3"
+               ) -> str:
+    "Decode strictly as UTF-8; a bad byte is a `ValueError` naming `where` and its column."
+    try: return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{where}: bytes that are not UTF-8 ({e.reason} at column {e.start + 1})") from None
+
+def iter_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plain
+              ):                       # yields (line number from 1, the line without its terminator)
+    "Stream a text file one line at a time, strictly UTF-8, naming the file and line of a bad byte."
+    path = Path(path)
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            for i, raw in enumerate(f, 1):
+                raw = raw[:-1] if raw.endswith(b"\n") else raw
+                raw = raw[:-1] if raw.endswith(b"\r") else raw
+                text = decode_utf8(raw, f"{path}, line {i}")
+                yield i, (text[1:] if i == 1 and text.startswith("\ufeff") else text)
+    except (OSError, EOFError) as e: raise OSError(f"cannot read {path}: {e}") from None
+
 # %% ../nbs/13_data.ipynb #d0b69417
 def read_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plain
               ) -> list[str]:         # its lines, without line terminators
     "Read a text file (gzipped or plain) strictly as UTF-8, naming the file and line of any bad byte."
-    path = Path(path)
-    try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f: data = f.read()
-    except (OSError, EOFError) as e: raise OSError(f"cannot read {path}: {e}") from None
-    try: text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(f"{path}, line {line}: bytes that are not UTF-8 ({e.reason} at byte {e.start})") from None
-    if text.startswith("\ufeff"): text = text[1:]
-    lines = text.split("\n")
-    if lines and lines[-1] == "": lines.pop()
-    return [l[:-1] if l.endswith("\r") else l for l in lines]
+    return [line for _, line in iter_lines(path)]
 
 def read_parallel(src_path: str|os.PathLike, # source-language file (one sentence per line)
                   tgt_path: str|os.PathLike, # target-language file, line-aligned with the source
@@ -318,21 +331,6 @@ def corpus_file(prefix: str|os.PathLike, # e.g. "data/train" for data/train.de a
     raise FileNotFoundError(f"{prefix}.{lang}: no such file (nor {prefix}.{lang}.gz); a corpus prefix PREFIX names "
                             f"the line-aligned files PREFIX.SRC and PREFIX.TGT, plain or gzipped")
 
-def iter_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plain
-              ):                       # yields (line number from 1, the line without its terminator)
-    "Stream a text file one line at a time, strictly UTF-8, naming the file and line of a bad byte."
-    path = Path(path)
-    try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
-            for i, raw in enumerate(f, 1):
-                raw = raw[:-1] if raw.endswith(b"\n") else raw
-                raw = raw[:-1] if raw.endswith(b"\r") else raw
-                try: text = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise ValueError(f"{path}, line {i}: bytes that are not UTF-8 ({e.reason} at column {e.start + 1})") from None
-                yield i, (text[1:] if i == 1 and text.startswith("\ufeff") else text)
-    except (OSError, EOFError) as e: raise OSError(f"cannot read {path}: {e}") from None
-
 # %% ../nbs/13_data.ipynb #afd4ec17
 def read_corpus(prefix: str|os.PathLike,  # PREFIX of PREFIX.SRC and PREFIX.TGT (each plain or .gz)
                 src: str, tgt: str,        # language codes: the files' suffixes
@@ -389,9 +387,8 @@ class Corpus:
     def to_dict(self) -> dict: return {**asdict(self), "test": list(self.test)}
     @classmethod
     def from_dict(cls, d: dict) -> Corpus:
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown or d.get("kind") not in ("multi30k", "files"): raise ValueError(f"not a recorded corpus: {d}")
-        return cls(**{**d, "test": tuple(d.get("test", ()))})
+        if d.get("kind") not in ("multi30k", "files"): raise ValueError(f"not a recorded corpus: {d}")
+        return dataclass_from_dict(cls, {**d, "test": tuple(d.get("test", ()))}, "corpus")
 
 # %% ../nbs/13_data.ipynb #a556254b
 def _corpus_paths(self, split: str, src: str, tgt: str) -> tuple[Path, Path]:
@@ -452,6 +449,17 @@ def detokenize(tokens: Iterable[str], # tokens from `word_tokenize`
     "Inverse of `word_tokenize`: join, turning the space marks back into spaces."
     return "".join(" " + t[1:] if t.startswith(SPACE) else t for t in tokens).strip()
 
+# %% ../nbs/13_data.ipynb #92802cce
+def sentence_ids(ids: Iterable[int],     # a decoder output row (a tensor or a list)
+                 pad_idx: int=PAD_IDX,   # the padding id
+                ) -> list[int]:          # the ids before the first EOS, without PAD and BOS
+    "The sentence in a decoded row: cut at the first `</s>`, without `<pad>` and `<s>`."
+    out = []
+    for i in map(int, ids):
+        if i == EOS_IDX: break
+        if i not in (pad_idx, BOS_IDX): out.append(i)
+    return out
+
 # %% ../nbs/13_data.ipynb #1eea1241
 class Vocab:
     "Token ↔ id mapping: `SPECIAL_TOKENS` at ids 0–3, then tokens by decreasing frequency."
@@ -484,12 +492,7 @@ class Vocab:
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         "Tokens of `ids`, stopping at EOS and dropping PAD and BOS (UNK stays visible as `<unk>`)."
-        out = []
-        for i in map(int, ids):
-            if i == EOS_IDX: break
-            if i in (PAD_IDX, BOS_IDX): continue
-            out.append(self.itos[i])
-        return out
+        return [self.itos[i] for i in sentence_ids(ids)]
 
     def to_dict(self) -> dict: return {"itos": list(self.itos)}
     @classmethod
@@ -533,6 +536,23 @@ class WordCodec:
     def from_dict(cls, d):
         return cls(Vocab.from_dict(d["src"]), Vocab.from_dict(d["tgt"]), d["src_lang"], d["tgt_lang"])
 
+# %% ../nbs/13_data.ipynb #89fb0d71
+def train_bpe(pairs: Sequence[tuple[str, str]], # training (source, target) sentences
+              vocab_size: int=8000,             # merges stop when the joint vocabulary has this many ids
+              min_freq: int=2,                  # a merge must be seen this often
+             ):                                 # a `tokenizers.Tokenizer` with SPECIAL_TOKENS at ids 0-3
+    "Joint BPE merges learned on both sides of the training pairs (§5.1), words split at spaces and punctuation first."
+    from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders, normalizers
+    tok = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS[UNK_IDX]))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation("isolated")])
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_freq,
+                                  special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    both = itertools.chain((s for s, _ in pairs), (t for _, t in pairs))   # all sources, then all targets: no copy
+    tok.train_from_iterator(both, trainer, length=2 * len(pairs))
+    return tok
+
 # %% ../nbs/13_data.ipynb #b25de9c6
 class BPECodec:
     "Joint byte-pair-encoding vocabulary shared by source and target (§5.1), via Hugging Face `tokenizers`."
@@ -549,17 +569,8 @@ class BPECodec:
               min_freq: int=2,                        # a merge must be seen this often
               src_lang: str="de", tgt_lang: str="en", # the direction (recorded, checked when translating)
              ) -> BPECodec:
-        "Learn joint BPE merges on both sides of the training pairs."
-        from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders, normalizers
-        tok = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS[UNK_IDX]))
-        tok.normalizer = normalizers.NFC()
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation("isolated")])
-        tok.decoder = decoders.Metaspace()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_freq,
-                                      special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-        both = itertools.chain((s for s, _ in pairs), (t for _, t in pairs))   # all sources, then all targets: no copy
-        tok.train_from_iterator(both, trainer, length=2 * len(pairs))
-        return cls(tok, src_lang, tgt_lang)
+        "Learn joint BPE merges on both sides of the training pairs (`train_bpe`)."
+        return cls(train_bpe(pairs, vocab_size, min_freq), src_lang, tgt_lang)
 
     @property
     def src_vocab_size(self): return self.tokenizer.get_vocab_size()
@@ -571,11 +582,7 @@ class BPECodec:
     encode_tgt = encode_src
     def decode_tgt(self, ids: Iterable[int]) -> str:
         "Ids → detokenized text (stops at EOS; `<unk>` stays visible)."
-        out = []
-        for i in map(int, ids):
-            if i == EOS_IDX: break
-            if i not in (PAD_IDX, BOS_IDX): out.append(i)
-        return self.tokenizer.decode(out, skip_special_tokens=False).strip()
+        return self.tokenizer.decode(sentence_ids(ids), skip_special_tokens=False).strip()
     def to_dict(self) -> dict:
         return {"format": VOCAB_FORMAT, "kind": self.kind, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
                 "tokenizer": self.tokenizer.to_str()}
@@ -617,13 +624,13 @@ def build_codec(pairs: Sequence[tuple[str, str]], # training pairs (never valida
 # %% ../nbs/13_data.ipynb #2601bf3b
 def encode_pairs(codec, # a `WordCodec` or `BPECodec`
                  pairs: Sequence[tuple[str, str]], # (source, target) sentences
-                 max_len: int|None=None,           # truncate each side to this many ids (BOS and EOS included)
+                 max_tokens: int|None=None,        # truncate each side to this many ids (BOS and EOS included)
                 ) -> list[tuple[torch.Tensor, torch.Tensor]]: # (src_ids, tgt_ids), each (len,) int64 with BOS … EOS
     "Tokenize a corpus once and turn it into `(src, tgt)` id tensors with BOS and EOS."
     src, tgt = codec.encode_src([s for s, _ in pairs]), codec.encode_tgt([t for _, t in pairs])
     def wrap(ids):
         ids = [BOS_IDX, *ids, EOS_IDX]
-        if max_len is not None and len(ids) > max_len: ids = ids[:max_len - 1] + [EOS_IDX]
+        if max_tokens is not None and len(ids) > max_tokens: ids = ids[:max_tokens - 1] + [EOS_IDX]
         return torch.tensor(ids, dtype=torch.long)
     return [(wrap(s), wrap(t)) for s, t in zip(src, tgt)]
 
@@ -643,6 +650,7 @@ class PackedPairs(Sequence):
     @property
     def nbytes(self) -> int: return sum(t.numel() * t.element_size() for t in (self.src, self.src_off, self.tgt, self.tgt_off))
 
+# %% ../nbs/13_data.ipynb #3063b962
 def _pack(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]: # one chunk -> (flat int32 ids, lengths)
     return torch.tensor([t for x in ids for t in x], dtype=torch.int32), torch.tensor([len(x) for x in ids], dtype=torch.long)
 

@@ -1,4 +1,4 @@
-"""§6.1 — batched beam search with the GNMT length penalty, on a key/value cache; greedy as its beam-1 case; averaging the last checkpoints.
+"""§6.1 — batched beam search with the GNMT length penalty, on a key/value cache; greedy as its beam-1 case; a faster search with the same output, and a worker per core.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.html.md"""
 
@@ -6,18 +6,16 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
-import math, os, sys
-from pathlib import Path
+import math, sys
 from typing import Sequence
 import torch
 from torch import nn
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .encoder_decoder import KVCache
 from .model import greedy_decode
-from .training import load_checkpoint
 
 # %% auto #0
-__all__ = ['length_penalty', 'beam_search', 'decode_corpus', 'average_checkpoints']
+__all__ = ['length_penalty', 'search_limits', 'beam_search', 'fast_beam_search', 'strip_hypothesis', 'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 def length_penalty(length: int|torch.Tensor, # |Y|, generated tokens including EOS
@@ -26,7 +24,59 @@ def length_penalty(length: int|torch.Tensor, # |Y|, generated tokens including E
     "GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, used in §6.1)."
     return ((5 + length) / 6) ** alpha
 
-# %% ../nbs/14_decoding.ipynb #d0af6eb1
+# %% ../nbs/14_decoding.ipynb #05c97eaf
+def search_limits(model: nn.Module,         # the model; its `config.max_len` (positional table) caps the output
+                  src_mask: torch.Tensor,   # (batch, 1, 1, src_len) bool, True = real token
+                  max_len: int|None=None,   # generated tokens at most; None: source length + `extra_len`
+                  extra_len: int=50,        # §6.1: input length + 50
+                 ) -> torch.Tensor:         # (batch,) int64 maximum output length per sentence, EOS included
+    "The step at which each sentence's search stops at the latest (§6.1: input length + 50)."
+    if max_len is not None and max_len < 1: raise ValueError(f"max_len={max_len} must be at least 1")
+    B = src_mask.shape[0]
+    limit = src_mask.reshape(B, -1).sum(-1) + extra_len if max_len is None else torch.full((B,), max_len, device=src_mask.device)
+    cap = getattr(getattr(model, "config", None), "max_len", None)        # the positional table's length
+    return limit if cap is None else limit.clamp(max=cap)
+
+# %% ../nbs/14_decoding.ipynb #f42f9cb1
+def _candidates(scores: torch.Tensor, # (b, k) total log-prob of each live beam
+                logp: torch.Tensor,   # (b·k, vocab) next-token log-probs of each live beam
+                K: int,               # beam size
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # (b, 2K) each: total log-prob, parent beam, token; best first
+    "The 2K best one-token extensions of each sentence's live beams."
+    b, k, V = *scores.shape, logp.shape[-1]
+    cand = (scores.reshape(b * k, 1) + logp).reshape(b, k * V)        # (b, k·vocab) total log-prob of each extension
+    top, idx = cand.topk(min(2 * K, k * V), dim=1)                    # (b, 2K) best first
+    return top, idx // V, idx % V
+
+def _best_finished(finished: list[list], pad_symbol: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    "Each sentence's finished hypothesis with the best normalised score (the first, on a tie), padded into one tensor."
+    best = [max(f, key=lambda x: x[0]) for f in finished]
+    out = torch.full((len(best), max(len(h) for _, h in best)), pad_symbol, dtype=torch.long, device=dev)
+    for i, (_, h) in enumerate(best): out[i, :len(h)] = torch.tensor(h, dtype=torch.long)
+    return out, torch.tensor([s for s, _ in best], device=dev)
+
+# %% ../nbs/14_decoding.ipynb #5a734d64
+def _collect_finished(finished: list[list],   # per sentence: (normalised score, tokens), appended to
+                      active: list[int],      # the sentence of each row group
+                      seqs: torch.Tensor,     # (b·K, step) live beams, BOS first
+                      top, parent, tok, is_eos, # (b, 2K) the best candidates and where they come from
+                      at_limit: list[bool],   # per row group: this step is the sentence's last
+                      lp: float,              # length_penalty(step, α)
+                      K: int,                 # beam size
+                     ) -> list[int]:          # row groups whose sentence goes on
+    "Store the top-K candidates that end (EOS, or the length limit), in order, until a sentence has K; say who goes on."
+    top_l, parent_l, tok_l, eos_l = top.tolist(), parent.tolist(), tok.tolist(), is_eos.tolist()
+    keep = []
+    for r, i in enumerate(active):
+        for j in range(K):
+            if len(finished[i]) >= K: break
+            if (eos_l[r][j] or at_limit[r]) and top_l[r][j] > -math.inf:
+                hyp = seqs[r * K + parent_l[r][j], 1:].tolist() + [tok_l[r][j]]
+                finished[i].append((top_l[r][j] / lp, hyp))
+        if not at_limit[r] and len(finished[i]) < K: keep.append(r)
+    return keep
+
+# %% ../nbs/14_decoding.ipynb #564094c9
 @torch.no_grad()
 def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transformer`) in eval mode
                 src: torch.Tensor,         # (batch, src_len) int64 source ids
@@ -43,60 +93,155 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
     if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
     B, K, dev = src.shape[0], beam_size, src.device
     if B == 0: return torch.zeros(0, 0, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
-    if max_len is not None and max_len < 1: raise ValueError(f"max_len={max_len} must be at least 1")
-    src_lens = src_mask.reshape(B, -1).sum(-1).tolist()                   # real source tokens per sentence
-    limit = [max_len if max_len is not None else n + extra_len for n in src_lens]
-    cap = getattr(getattr(model, "config", None), "max_len", None)        # the positional table's length
-    if cap is not None: limit = [min(l, cap) for l in limit]
-
-    memory = model.encode(src, src_mask)                                  # (batch, src_len, d_model)
+    limit = search_limits(model, src_mask, max_len, extra_len).tolist()
     rows = torch.arange(B, device=dev).repeat_interleave(K)               # (batch·K,) sentence of each row
-    memory, mask = memory[rows], src_mask[rows]                           # (batch·K, src_len, d_model), (batch·K, 1, 1, src_len)
+    memory, mask = model.encode(src, src_mask)[rows], src_mask[rows]      # (batch·K, src_len, d_model), (batch·K, 1, 1, src_len)
     cache = KVCache(len(model.decoder.layers))
     seqs = torch.full((B * K, 1), start_symbol, dtype=torch.long, device=dev)  # live beams, BOS first
     scores = torch.full((B, K), -math.inf, device=dev); scores[:, 0] = 0.0     # sum of log-probs; one live beam at first
-    finished = [[] for _ in range(B)]                                     # per sentence: (normalised score, tokens)
-    active = list(range(B))                                               # original index of each row group
-    step = 0
+    finished, active, step = [[] for _ in range(B)], list(range(B)), 0    # per sentence: (normalised score, tokens)
     while active:
-        step += 1
-        b = len(active)
-        h = model.decode(memory, mask, seqs[:, -1:], None, cache)         # (b·K, 1, d_model): only the new position
-        logp = model.generator(h[:, -1]).float()                          # (b·K, vocab)
-        V = logp.shape[-1]
-        cand = (scores.reshape(b * K, 1) + logp).reshape(b, K * V)        # (b, K·vocab) total log-prob of each extension
-        top, idx = cand.topk(min(2 * K, K * V), dim=1)                    # (b, 2K) best first
-        parent, tok = idx // V, idx % V                                   # (b, 2K) beam it extends, token it adds
+        step, b = step + 1, len(active)
+        logp = model.generator(model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]).float()  # (b·K, vocab)
+        top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K) each: log-prob, beam it extends, token it adds
         is_eos = tok == end_symbol
-        # finish: EOS among the top K, or all of the top K at the length limit
-        top_l, parent_l, tok_l, eos_l = top.tolist(), parent.tolist(), tok.tolist(), is_eos.tolist()
-        keep = []
-        for r, i in enumerate(active):
-            at_limit = step >= limit[i]
-            for j in range(K):
-                if len(finished[i]) >= K: break
-                if (eos_l[r][j] or at_limit) and top_l[r][j] > -math.inf:
-                    hyp = seqs[r * K + parent_l[r][j], 1:].tolist() + [tok_l[r][j]]
-                    finished[i].append((top_l[r][j] / length_penalty(step, alpha), hyp))
-            if not at_limit and len(finished[i]) < K: keep.append(r)
+        keep = _collect_finished(finished, active, seqs, top, parent, tok, is_eos,
+                                 [step >= limit[i] for i in active], length_penalty(step, alpha), K)
         if not keep: break
-        # the K best extensions that do not end in EOS become the live beams
-        alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
-        new_parent, new_tok = parent.gather(1, pos), tok.gather(1, pos)   # (b, K)
+        alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) the K best that do not end
         kr = torch.tensor(keep, device=dev)
-        index = (kr[:, None] * K + new_parent[kr]).reshape(-1)            # (b'·K,) rows to keep, in new beam order
+        index = (kr[:, None] * K + parent.gather(1, pos)[kr]).reshape(-1) # (b'·K,) rows to keep, in new beam order
         cache.reorder(index)
         memory, mask = memory[index], mask[index]
-        seqs = torch.cat([seqs[index], new_tok[kr].reshape(-1, 1)], dim=1)  # (b'·K, step + 1)
-        scores = alive[kr]
-        active = [active[r] for r in keep]
+        seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)  # (b'·K, step + 1)
+        scores, active = alive[kr], [active[r] for r in keep]
+    return _best_finished(finished, pad_symbol, dev)
 
-    best = [max(f, key=lambda x: x[0]) for f in finished]
-    out = torch.full((B, max(len(h) for _, h in best)), pad_symbol, dtype=torch.long, device=dev)
-    for i, (_, h) in enumerate(best): out[i, :len(h)] = torch.tensor(h, dtype=torch.long)
-    return out, torch.tensor([s for s, _ in best], device=dev)
+# %% ../nbs/14_decoding.ipynb #ef15a5fb
+_SPEED = dict(one_beam_start=True, lazy_cross=True)   # chapter 34's lever table turns each off in turn; the ids stay the same
 
-# %% ../nbs/14_decoding.ipynb #3be51485
+def _reorder_rows(cache: KVCache, # a decoder's cache
+                  part: str,      # "self_attn" or "src_attn"
+                  index: torch.Tensor, # (rows,) int64 rows to keep, in their new order
+                 ):
+    "`KVCache.reorder` for one attention of every layer: one `index_select` per cached tensor."
+    for layer in cache.layers:
+        d = layer[part]
+        for name, t in d.items(): d[name] = t.index_select(0, index)
+
+def _record_finished(top: torch.Tensor,   # (b, K) the top-K candidates' total log-probs, best first
+                     ends: torch.Tensor,  # (b, K) bool: the candidate ends (EOS, or the sentence's length limit)
+                     n_fin: torch.Tensor, # (b,) int64 hypotheses each sentence has finished so far
+                     best: torch.Tensor,  # (b,) float64 the best normalised score so far (-inf: none)
+                     lp: float,           # length_penalty(step, α)
+                     K: int,              # beam size
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]: # n_fin, best, better (b,) bool, which (b,) candidate
+    "`_collect_finished` on tensors: the candidates stored (in order, until K), and whether their best beats the best so far."
+    ok = ends & (top > -math.inf)
+    ok = ok & (n_fin[:, None] + ok.cumsum(1) <= K)                   # stored only while the sentence has fewer than K
+    norm = torch.where(ok, top.double() / lp, -math.inf)             # float64, as the Python floats of `beam_search`
+    m, j = norm.max(1)                                               # the first best of this step
+    better = m > best                                                # strictly: an earlier one wins a tie, as `max` does
+    return n_fin + ok.sum(1), torch.where(better, m, best), better, j
+
+# %% ../nbs/14_decoding.ipynb #1384cdc3
+def _fast_start(model, src, src_mask, K: int, start_symbol: int):
+    "Encode once; start with one `<s>` beam per sentence (all K would be alike), or K when the vocabulary may have fewer than 2K tokens."
+    memory, mask, dev = model.encode(src, src_mask), src_mask, src.device
+    k = 1 if _SPEED["one_beam_start"] and 2 * K <= getattr(getattr(model, "config", None), "tgt_vocab_size", 0) else K
+    if k == K: memory, mask = memory.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)   # (B·K, src_len, …)
+    seqs = torch.full((src.shape[0] * k, 1), start_symbol, dtype=torch.long, device=dev)  # (B·k, 1) live beams
+    scores = torch.full((src.shape[0], k), -math.inf, device=dev); scores[:, 0] = 0.0    # (B, k)
+    return memory, mask, seqs, scores, k
+
+def _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos, go, k: int, K: int):
+    "Keep the sentences `go` (row groups); their K best extensions that do not end become the live beams."
+    alive, pos = top[go].masked_fill(is_eos[go], -math.inf).topk(K, dim=1)   # (b', K)
+    index = (go[:, None] * k + parent[go].gather(1, pos)).reshape(-1)         # (b'·K,) self-attention rows, new beam order
+    _reorder_rows(cache, "self_attn", index)
+    if k < K or go.shape[0] < seqs.shape[0] // k or not _SPEED["lazy_cross"]:      # cross-attention rows belong to a sentence,
+        rows = index if k == K and not _SPEED["lazy_cross"] else (go[:, None] * k + torch.arange(K, device=go.device) % k).reshape(-1)  # all K alike: moved only when
+        _reorder_rows(cache, "src_attn", rows); memory, mask = memory[rows], mask[rows] # sentences leave (or K appear)
+    seqs = torch.cat([seqs[index], tok[go].gather(1, pos).reshape(-1, 1)], dim=1)       # (b'·K, step + 1)
+    return memory, mask, seqs, alive
+
+# %% ../nbs/14_decoding.ipynb #ad1dede5
+@torch.inference_mode()
+def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, # as `beam_search`; a `Transformer`
+                     beam_size: int=4, alpha: float=0.6, max_len: int|None=None, extra_len: int=50,
+                     start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_symbol: int=PAD_IDX,
+                    ) -> tuple[torch.Tensor, torch.Tensor]: # the same ids and scores as `beam_search`
+    "`beam_search`, faster: bookkeeping on tensors (one host sync per step, the stop test), one beam at step 1, cross-attention rows moved only when sentences leave."
+    if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
+    B, K, dev = src.shape[0], beam_size, src.device
+    if B == 0: return torch.zeros(0, 0, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
+    limit = search_limits(model, src_mask, max_len, extra_len)            # (B,)
+    memory, mask, seqs, scores, k = _fast_start(model, src, src_mask, K, start_symbol)
+    cache = KVCache(len(model.decoder.layers))
+    n_fin, best = torch.zeros(B, dtype=torch.long, device=dev), torch.full((B,), -math.inf, dtype=torch.float64, device=dev)
+    out = torch.full((B, int(limit.max())), pad_symbol, dtype=torch.long, device=dev)  # each sentence's best finished one
+    out_len, active, step = torch.zeros(B, dtype=torch.long, device=dev), torch.arange(B, device=dev), 0
+    while True:
+        step, b = step + 1, active.shape[0]
+        logp = model.generator(model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]).float()  # (b·k, vocab)
+        top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K)
+        is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
+        n, bst, better, j = _record_finished(top[:, :K], is_eos[:, :K] | at_limit[:, None], n_fin[active], best[active],
+                                             length_penalty(step, alpha), K)
+        r = torch.arange(b, device=dev)
+        hyp = torch.cat([seqs.view(b, k, -1)[r, parent[r, j], 1:], tok[r, j, None]], 1)    # (b, step) this step's best
+        out[active, :step] = torch.where(better[:, None], hyp, out[active, :step])
+        out_len[active] = torch.where(better, step, out_len[active])
+        n_fin[active], best[active] = n, bst
+        go = (~(at_limit | (n >= K))).nonzero().squeeze(1)               # the stop test: the one host sync per step
+        if go.shape[0] == 0: break
+        memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos, go, k, K)
+        active, k = active[go], K
+    return out[:, :int(out_len.max())], best.float()
+
+# %% ../nbs/14_decoding.ipynb #76384bc9
+def strip_hypothesis(ids: Sequence[int],    # a decoded row: tokens, perhaps `<s>`, `</s>` and padding
+                     pad_idx: int=PAD_IDX,  # the padding id
+                    ) -> list[int]:         # the tokens before the first `</s>`, without `<s>` and padding
+    "A hypothesis as the text pipeline takes it: cut at `</s>`, without `<s>` and `<pad>`."
+    ids = list(ids)
+    if EOS_IDX in ids: ids = ids[:ids.index(EOS_IDX)]
+    return [t for t in ids if t not in (pad_idx, BOS_IDX)]
+
+# %% ../nbs/14_decoding.ipynb #63de415b
+def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list[list[int]]]:
+    "One padded batch of `decode_corpus`: (the sentences' indices, their stripped hypotheses)."
+    model, sources, kw, pad, device, fast = job
+    src = nn.utils.rnn.pad_sequence([torch.as_tensor(sources[i], dtype=torch.long) for i in idx],
+                                    batch_first=True, padding_value=pad).to(device)
+    out, _ = (fast_beam_search if fast else beam_search)(model, src, (src != pad)[:, None, None, :], **kw)
+    return idx, [strip_hypothesis(row, pad) for row in out.tolist()]
+
+# %% ../nbs/14_decoding.ipynb #da95698e
+_JOB = None   # the job a forked worker inherits (the model is shared copy-on-write, never pickled)
+
+def _worker_init():
+    torch.set_num_threads(1)                 # a worker per core: small models gain little from intra-op threads
+
+def _worker_batch(idx): return _decode_batch(_JOB, idx)
+
+def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: torch.device):
+    "Yield `_decode_batch` results: here, or from `workers` forked processes, longest batches first (they finish together)."
+    global _JOB
+    if workers < 1: raise ValueError(f"workers={workers} must be at least 1")
+    if workers == 1 or len(batches) < 2:
+        for idx in batches: yield _decode_batch(job, idx)
+        return
+    if device.type != "cpu": raise ValueError(f"workers={workers} needs the model on the CPU, not {device}: a GPU decodes one batch at a time")
+    import multiprocessing as mp
+    if "fork" not in mp.get_all_start_methods(): raise RuntimeError("workers > 1 needs the fork start method (Linux, macOS)")
+    _JOB = job
+    try:
+        with mp.get_context("fork").Pool(workers, initializer=_worker_init) as pool:
+            yield from pool.imap_unordered(_worker_batch, batches[::-1])
+    finally: _JOB = None
+
+# %% ../nbs/14_decoding.ipynb #7fd5230d
 def decode_corpus(model: nn.Module,                  # a `Transformer` in eval mode
                   sources: Sequence[Sequence[int]|torch.Tensor], # source ids per sentence (with BOS/EOS as trained)
                   beam_size: int=4,                  # K; 1 = greedy
@@ -105,51 +250,20 @@ def decode_corpus(model: nn.Module,                  # a `Transformer` in eval m
                   extra_len: int=50,                 # maximum output length = source length + extra_len
                   device: str|torch.device|None=None, # default: the model's device
                   progress: bool=False,              # a tqdm bar on stderr
+                  fast: bool=True,                   # `fast_beam_search` (the same ids) or the readable `beam_search`
+                  workers: int=1,                    # CPU only: processes of one thread each, splitting the batches
+                  sort: bool=True,                   # length-sorted batches (False: input order, for chapter 34's lever table)
                  ) -> list[list[int]]:               # hypotheses in input order, without BOS/EOS/PAD
-    "Beam-search (or greedy, K=1) a corpus in length-sorted batches."
-    device = device or next(model.parameters()).device
+    "Beam-search (or greedy, K=1) a corpus in length-sorted batches, in this process or in `workers` forked ones."
+    device = torch.device(device or next(model.parameters()).device)
     pad = getattr(getattr(model, "config", None), "pad_idx", PAD_IDX)
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if sort else list(range(len(sources)))
+    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    job = (model, sources, dict(beam_size=beam_size, alpha=alpha, extra_len=extra_len), pad, device, fast)
     results: list[list[int]] = [[] for _ in sources]
     from tqdm.auto import tqdm
-    bar = tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr, disable=not progress)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        seqs = [torch.as_tensor(sources[i], dtype=torch.long) for i in idx]
-        src = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=pad).to(device)
-        out, _ = beam_search(model, src, (src != pad)[:, None, None, :], beam_size, alpha, extra_len=extra_len)
-        for i, row in zip(idx, out.tolist()):
-            results[i] = [t for t in row if t not in (pad, BOS_IDX)]
-            if EOS_IDX in results[i]: results[i] = results[i][:results[i].index(EOS_IDX)]
-        bar.update(len(idx))
-    bar.close()
+    with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr, disable=not progress) as bar:
+        for idx, hyps in _run_batches(job, batches, workers, device):
+            for i, h in zip(idx, hyps): results[i] = h
+            bar.update(len(idx))
     return results
-
-# %% ../nbs/14_decoding.ipynb #567e91a5
-def average_checkpoints(paths: Sequence[str|os.PathLike], # checkpoint files of one run (e.g. the last 5)
-                       ) -> dict:                          # a checkpoint dict with the averaged "model"
-    "Average the model weights of several checkpoints (§6.1)."
-    paths = list(paths)
-    if not paths: raise ValueError("no checkpoints to average")
-    total, first, last = None, None, None
-    for p in paths:
-        ck = load_checkpoint(p)
-        sd = ck["model"]
-        if first is None: first, total = (p, ck), {k: v.detach().to(torch.float64) if v.is_floating_point() else v.clone() for k, v in sd.items()}
-        else:
-            p0, c0 = first
-            if ck.get("config") != c0.get("config"):
-                diff = sorted(k for k in set(ck["config"]) | set(c0["config"]) if ck["config"].get(k) != c0["config"].get(k))
-                raise ValueError(f"{p} and {p0} are different models (config differs in {diff})")
-            if set(sd) != set(total):
-                raise ValueError(f"{p} and {p0} have different parameters: {sorted(set(sd) ^ set(total))[:5]}")
-            for k, v in sd.items():
-                if v.shape != total[k].shape: raise ValueError(f"{p}: {k} has shape {tuple(v.shape)}, {p0} has {tuple(total[k].shape)}")
-                if v.is_floating_point(): total[k] += v.to(torch.float64)
-            if (ck.get("extra") or {}).get("vocab") != (c0.get("extra") or {}).get("vocab"):
-                raise ValueError(f"{p} and {p0} have different vocabularies")
-        last = ck
-    avg = {k: (v / len(paths)).to(last["model"][k].dtype) if v.is_floating_point() else last["model"][k]
-           for k, v in total.items()}
-    extra = dict(last.get("extra") or {}, averaged_from=[str(Path(p).name) for p in paths])
-    return {**last, "model": avg, "optimizer": None, "scheduler": None, "extra": extra}

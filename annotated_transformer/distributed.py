@@ -11,7 +11,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from .batching import Batch
-from .training import dist_rank_world, unwrap_model, _LogitsModel as _Logits  # Transformer -> logits in one forward
+from .runtime import dist_rank_world, unwrap_model
+from .training import _LogitsModel as _Logits  # Transformer -> (logits, labels) in one forward
 
 # %% auto #0
 __all__ = ['torchrun_command', 'data_parallel_gradients', 'check_replicas_in_sync']
@@ -43,7 +44,7 @@ def data_parallel_gradients(model: nn.Module,       # a `Transformer`
     per_rank = []
     for b in shards:                                                     # each rank, independently
         model.zero_grad(set_to_none=True)
-        (loss_fn(net(b).float(), b.tgt_out) * world / max(n_global, 1)).backward()
+        (loss_fn(*net(b)) * world / max(n_global, 1)).backward()
         per_rank.append([p.grad.clone() for p in params])
     model.zero_grad(set_to_none=True)
     return [torch.stack(gs).mean(0) for gs in zip(*per_rank)]            # DDP: all-reduce, divide by world size

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'clones', 'SublayerConnection', 'real_rows', 'on_rows', 'EncoderLayer', 'Encoder', 'KVCache',
-           'DecoderLayer', 'Decoder']
+__all__ = ['position_wise_every_row', 'EncoderDecoder', 'clones', 'SublayerConnection', 'EncoderLayer', 'Encoder', 'KVCache',
+           'DecoderLayer', 'Decoder', 'real_rows', 'on_rows', 'position_wise_real_rows']
 
 # %% ../nbs/01_encoder_decoder.ipynb #203a9e2e
 class EncoderDecoder(nn.Module):
@@ -78,24 +78,6 @@ class SublayerConnection(nn.Module):
         if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
 
-# %% ../nbs/01_encoder_decoder.ipynb #1dd59f58
-def real_rows(mask: torch.Tensor|None, # bool attention mask (batch, 1, 1, len) or (batch, 1, len, len), True = may attend
-              batch: int,                # batch size of the layer input
-             ) -> torch.Tensor|None:     # (batch, len) bool, True = a real (non-pad) position; None = treat all as real
-    "Which positions are real tokens, read off a per-batch mask: a key-padding row, or the diagonal of padding & causal."
-    if mask is None or mask.dim() != 4 or mask.shape[0] != batch: return None
-    return mask[:, 0, 0] if mask.shape[-2] == 1 else mask[:, 0].diagonal(0, -2, -1)
-
-def on_rows(f, x: torch.Tensor,      # (batch, len, d_model)
-            keep: torch.Tensor|None, # (batch, len) bool from `real_rows`
-           ) -> torch.Tensor:        # (batch, len, d_model); zeros at padding positions
-    "Apply the position-wise `f` to real positions only: outputs at padding positions are never used."
-    if keep is None: return f(x)
-    y = f(x[keep])                                                 # (n_real, d_model), autocast may change the dtype
-    out = y.new_zeros(*x.shape[:-1], y.shape[-1])
-    out[keep] = y
-    return out
-
 # %% ../nbs/01_encoder_decoder.ipynb #5281ddc5
 class EncoderLayer(nn.Module):
     "One encoder layer: self-attention, then feed-forward, each inside a `SublayerConnection` (§3.1)."
@@ -114,8 +96,11 @@ class EncoderLayer(nn.Module):
                 mask: torch.Tensor,   # bool, True = may attend, broadcastable to (batch, heads, src_len, src_len)
                ) -> torch.Tensor:     # (batch, src_len, d_model)
         x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask))
-        keep = real_rows(mask, x.shape[0])                         # (batch, src_len) or None
-        return self.sublayer[1](x, lambda x: on_rows(self.feed_forward, x, keep))
+        return self.sublayer[1](x, lambda x: self.position_wise(x, mask))
+
+    def position_wise(self, x, mask): # (batch, src_len, d_model) -> same; `mask` serves "For speed" below
+        "The feed-forward sublayer (§3.3), at every position."
+        return self.feed_forward(x)
 
 # %% ../nbs/01_encoder_decoder.ipynb #140bbf27
 class Encoder(nn.Module):
@@ -174,8 +159,9 @@ class DecoderLayer(nn.Module):
         m = memory
         x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=sa))
         x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=ca))
-        keep = real_rows(tgt_mask, x.shape[0])                     # (batch, tgt_len) or None
-        return self.sublayer[2](x, lambda x: on_rows(self.feed_forward, x, keep))
+        return self.sublayer[2](x, lambda x: self.position_wise(x, tgt_mask))
+
+    position_wise = EncoderLayer.position_wise  # the feed-forward sublayer, at every position
 
 # %% ../nbs/01_encoder_decoder.ipynb #63476edf
 class Decoder(nn.Module):
@@ -194,3 +180,31 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, tgt_mask, cache=None if cache is None else cache.layers[i])
         return self.norm(x)
+
+# %% ../nbs/01_encoder_decoder.ipynb #5c15276f
+def real_rows(mask: torch.Tensor|None, # bool attention mask (batch, 1, 1, len) or (batch, 1, len, len), True = may attend
+              batch: int,                # batch size of the layer input
+             ) -> torch.Tensor|None:     # (batch, len) bool, True = a real (non-pad) position; None = treat all as real
+    "Which positions are real tokens, read off a per-batch mask: a key-padding row, or the diagonal of padding & causal."
+    if mask is None or mask.dim() != 4 or mask.shape[0] != batch: return None
+    return mask[:, 0, 0] if mask.shape[-2] == 1 else mask[:, 0].diagonal(0, -2, -1)
+
+def on_rows(f, x: torch.Tensor,      # (batch, len, d_model)
+            keep: torch.Tensor|None, # (batch, len) bool from `real_rows`
+           ) -> torch.Tensor:        # (batch, len, d_model); zeros at padding positions
+    "Apply the position-wise `f` to real positions only: outputs at padding positions are never used."
+    if keep is None: return f(x)
+    y = f(x[keep])                                                 # (n_real, d_model), autocast may change the dtype
+    out = y.new_zeros(*x.shape[:-1], y.shape[-1])
+    out[keep] = y
+    return out
+
+# %% ../nbs/01_encoder_decoder.ipynb #e36f37f1
+def position_wise_real_rows(self, x: torch.Tensor, # (batch, len, d_model) the sublayer's input
+                            mask: torch.Tensor|None, # the layer's attention mask, read by `real_rows`
+                           ) -> torch.Tensor:      # (batch, len, d_model); zeros at padding positions
+    "The feed-forward sublayer on real positions only (for speed; not in the paper)."
+    return on_rows(self.feed_forward, x, real_rows(mask, x.shape[0]))
+
+position_wise_every_row = EncoderLayer.position_wise  # the paper's version, to switch back to
+EncoderLayer.position_wise = DecoderLayer.position_wise = position_wise_real_rows

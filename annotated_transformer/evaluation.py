@@ -90,6 +90,8 @@ def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
         out.append(ids)
     return out, cut
 
+
+# %% ../nbs/15_evaluation.ipynb #3ff89cbc
 def translate(model: nn.Module,                # a trained `Transformer` in eval mode
               codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
               sentences: Sequence[str],        # raw source sentences

@@ -7,9 +7,8 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/model.html.m
 # %% ../nbs/06_model.ipynb #5fafdb7e
 from __future__ import annotations
 import copy, dataclasses, warnings
-from dataclasses import dataclass, asdict, field
+from dataclasses import dataclass, asdict
 import torch
-import torch.nn.functional as F
 from torch import nn
 from .encoder_decoder import *
 from .attention import *
@@ -18,8 +17,19 @@ from .embeddings import *
 from .positional_encoding import *
 
 # %% auto #0
-__all__ = ['PRESETS', 'TransformerConfig', 'get_config', 'TokenEmbedding', 'xavier_init_', 'Transformer', 'create_transformer',
-           'count_parameters', 'copy_to_torch_transformer', 'greedy_decode', 'TransformerClassifier', 'TransformerLM']
+__all__ = ['PRESETS', 'EARLY_STOP_EVERY', 'dataclass_from_dict', 'TransformerConfig', 'get_config', 'TokenEmbedding',
+           'xavier_init_', 'Transformer', 'check_tokens', 'create_transformer', 'count_parameters',
+           'copy_to_torch_transformer', 'greedy_decode', 'TransformerClassifier', 'TransformerLM']
+
+# %% ../nbs/06_model.ipynb #64d49abb
+def dataclass_from_dict(cls,           # a dataclass type
+                        d: dict,       # field name -> value (e.g. read from a checkpoint)
+                        what: str,     # what the dict holds, for the error: "config", "recipe", ...
+                       ):
+    "`cls(**d)`, but a `ValueError` naming the unknown keys instead of a `TypeError`."
+    unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+    if unknown: raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
+    return cls(**d)
 
 # %% ../nbs/06_model.ipynb #91891738
 @dataclass
@@ -42,31 +52,33 @@ class TransformerConfig:
     src_vocab_size: int = 0         # set by `create_transformer`
     tgt_vocab_size: int = 0         # set by `create_transformer`
 
-    def validate(self):
-        "Raise `ValueError` naming the first inconsistent value."
-        for name in ("n_layers", "d_model", "d_ff", "n_heads", "max_len"):
-            if getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.d_k is not None and self.d_k < 1: raise ValueError(f"d_k={self.d_k} must be at least 1")
-        if self.d_k is None and self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        for name in ("dropout", "attn_dropout", "activation_dropout"):
-            if not 0 <= getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
-        if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional={self.positional!r} must be 'sinusoidal' or 'learned'")
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
-                             f"and tgt_vocab_size={self.tgt_vocab_size}")
-        return self
-
     def to_dict(self) -> dict: return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict):
         "Build from a dict (e.g. a checkpoint), refusing unknown keys."
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown: raise ValueError(f"unknown config keys: {sorted(unknown)}")
-        return cls(**d)
+        return dataclass_from_dict(cls, d, "config")
 
+# %% ../nbs/06_model.ipynb #12286118
+def _validate(self: TransformerConfig) -> TransformerConfig:
+    "Raise `ValueError` naming the first inconsistent value."
+    for name in ("n_layers", "d_model", "d_ff", "n_heads", "max_len"):
+        if getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+    if self.d_k is not None and self.d_k < 1: raise ValueError(f"d_k={self.d_k} must be at least 1")
+    if self.d_k is None and self.d_model % self.n_heads:
+        raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+    for name in ("dropout", "attn_dropout", "activation_dropout"):
+        if not 0 <= getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
+    if self.positional not in ("sinusoidal", "learned"):
+        raise ValueError(f"positional={self.positional!r} must be 'sinusoidal' or 'learned'")
+    if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+        raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
+                         f"and tgt_vocab_size={self.tgt_vocab_size}")
+    return self
+
+TransformerConfig.validate = _validate
+
+# %% ../nbs/06_model.ipynb #b612ed73
 PRESETS = {
     "tiny":  dict(n_layers=2, d_model=64, d_ff=256, n_heads=4, dropout=0.1),
     "small": dict(n_layers=3, d_model=256, d_ff=1024, n_heads=8, dropout=0.1),
@@ -102,7 +114,7 @@ def xavier_init_(module: nn.Module) -> nn.Module:
 
 # %% ../nbs/06_model.ipynb #3627191d
 class Transformer(EncoderDecoder):
-    "The paper's encoder–decoder Transformer (§3) with its config, masks and input checks."
+    "The paper's encoder–decoder Transformer (§3) with its config and masks; `encode` and `decode` check their inputs (below)."
     def __init__(self, config: TransformerConfig):
         c = config.validate()
         attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.fused, c.d_k)
@@ -128,33 +140,41 @@ class Transformer(EncoderDecoder):
         "Padding AND causal mask for the decoder input."
         return target_mask(tgt, self.config.pad_idx)
 
-    def _check_tokens(self, t, name, vocab):
-        if t.dim() != 2: raise ValueError(f"{name} must be (batch, seq_len) token ids, got shape {tuple(t.shape)}")
-        if t.dtype not in (torch.int64, torch.int32): raise TypeError(f"{name} must hold integer token ids, got {t.dtype}")
-        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab):
-            bad = t[(t < 0) | (t >= vocab)][0].item()
-            raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab})")
+# %% ../nbs/06_model.ipynb #c113378a
+def check_tokens(tokens: torch.Tensor, # (batch, seq_len) token ids
+                 vocab_size: int,      # valid ids are [0, vocab_size)
+                 max_len: int,         # the positional table's size
+                 name: str="tokens",   # named in the errors
+                 start: int=0,         # position of tokens[:, 0] (incremental decoding)
+                 values: bool=True,    # also check the ids themselves (this reads them back from the device)
+                ):
+    "Refuse anything but (batch, seq_len) integer ids in [0, vocab_size) ending within the positional table, naming the problem."
+    if tokens.dim() != 2: raise ValueError(f"{name} must be (batch, seq_len) token ids, got shape {tuple(tokens.shape)}")
+    if tokens.dtype not in (torch.int64, torch.int32): raise TypeError(f"{name} must hold integer token ids, got {tokens.dtype}")
+    if start + tokens.shape[1] > max_len:
+        raise ValueError(f"{name} of length {start + tokens.shape[1]} is longer than the positional table (max_len={max_len})")
+    if values and tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        bad = tokens[(tokens < 0) | (tokens >= vocab_size)][0].item()
+        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size})")
 
-    def _check_len(self, n, name):
-        if n > self.config.max_len:
-            raise ValueError(f"{name} of length {n} is longer than the positional table (max_len={self.config.max_len})")
+# %% ../nbs/06_model.ipynb #4dbbe2eb
+def _encode(self: Transformer, src, src_mask): # (batch, src_len) int64, bool mask -> memory (batch, src_len, d_model)
+    "Check inputs, then run the encoder (§3.1)."
+    c = self.config
+    check_tokens(src, c.src_vocab_size, c.max_len, "src")
+    check_mask(src_mask, (src.shape[0], c.n_heads, src.shape[1], src.shape[1]), "src_mask")
+    return EncoderDecoder.encode(self, src, src_mask)
 
-    def encode(self, src, src_mask): # (batch, src_len) int64, bool mask -> memory (batch, src_len, d_model)
-        "Check inputs, then run the encoder (§3.1)."
-        self._check_tokens(src, "src", self.config.src_vocab_size)
-        self._check_len(src.shape[1], "src")
-        check_mask(src_mask, (src.shape[0], self.config.n_heads, src.shape[1], src.shape[1]), "src_mask")
-        return super().encode(src, src_mask)
+def _decode(self: Transformer, memory, src_mask, tgt, tgt_mask, cache=None): # as `EncoderDecoder.decode`
+    "Check inputs, then run the decoder (§3.1); with `cache`, `tgt` holds only the new positions."
+    c, start = self.config, (cache.length if cache is not None else 0)
+    check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", start, values=start == 0)  # later steps: the model's own ids
+    B, T = tgt.shape
+    check_mask(tgt_mask, (B, c.n_heads, T, start + T), "tgt_mask")
+    check_mask(src_mask, (B, c.n_heads, T, memory.shape[1]), "src_mask")
+    return EncoderDecoder.decode(self, memory, src_mask, tgt, tgt_mask, cache)
 
-    def decode(self, memory, src_mask, tgt, tgt_mask, cache=None): # as `EncoderDecoder.decode`
-        "Check inputs, then run the decoder (§3.1); with `cache`, `tgt` holds only the new positions."
-        self._check_tokens(tgt, "tgt", self.config.tgt_vocab_size)
-        start = cache.length if cache is not None else 0
-        self._check_len(start + tgt.shape[1], "tgt")
-        B, T = tgt.shape
-        check_mask(tgt_mask, (B, self.config.n_heads, T, start + T), "tgt_mask")
-        check_mask(src_mask, (B, self.config.n_heads, T, memory.shape[1]), "src_mask")
-        return super().decode(memory, src_mask, tgt, tgt_mask, cache)
+Transformer.encode, Transformer.decode = _encode, _decode
 
 # %% ../nbs/06_model.ipynb #9638ccea
 def create_transformer(src_vocab_size: int,  # source vocabulary size
@@ -192,6 +212,8 @@ def copy_to_torch_transformer(ours: Transformer) -> nn.Transformer:
     return t
 
 # %% ../nbs/06_model.ipynb #9f268605
+EARLY_STOP_EVERY = {"cpu": 1}  # device type -> decoding steps between checks that every row has ended (default 16)
+
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder,  # a trained `Transformer`, switched to eval mode by the caller
                   src: torch.Tensor,       # (batch, src_len) int64 source ids
@@ -209,14 +231,17 @@ def greedy_decode(model: EncoderDecoder,  # a trained `Transformer`, switched to
     ys = torch.full((B, 1), start_symbol, dtype=torch.long, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     cache = KVCache(len(model.decoder.layers)) if use_cache else None
-    for _ in range(max_len):
+    every = EARLY_STOP_EVERY.get(src.device.type, 16)    # reading `done` back makes a GPU wait: only every few steps
+    stop = torch.full((), max_len, device=src.device)     # tokens generated when the last row ended
+    for t in range(max_len):
         if use_cache: h = model.decode(memory, src_mask, ys[:, -1:], None, cache)       # (batch, 1, d_model)
         else: h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], src.device))  # (batch, t, d_model)
         nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_symbol)        # (batch,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == end_symbol
-        if bool(done.all()): break
-    return ys[:, 1:]
+        stop = torch.where(done.all() & (stop == max_len), t + 1, stop)
+        if (t + 1) % every == 0 and bool(done.all()): break
+    return ys[:, 1:1 + int(stop)]                         # without steps run after every row had ended
 
 # %% ../nbs/06_model.ipynb #f683e92a
 def _self_attention_stack(c: TransformerConfig, vocab_size: int) -> tuple[TokenEmbedding, Encoder]:
@@ -237,11 +262,13 @@ class TransformerClassifier(nn.Module):
 
     def forward(self, tokens: torch.Tensor, # (batch, seq_len) int64
                ) -> torch.Tensor:           # (batch, n_classes) logits
+        check_tokens(tokens, self.embed.embed.vocab_size, self.config.max_len)
         mask = padding_mask(tokens, self.config.pad_idx)             # (batch, 1, 1, seq_len)
         h = self.encoder(self.embed(tokens), mask)                   # (batch, seq_len, d_model)
         keep = mask[:, 0, 0, :, None].to(h.dtype)                    # (batch, seq_len, 1)
         return self.head((h * keep).sum(1) / keep.sum(1).clamp_min(1))
 
+# %% ../nbs/06_model.ipynb #61d869e8
 class TransformerLM(nn.Module):
     "Decoder-only Transformer language model: causal self-attention stack + generator (tied to the embedding)."
     def __init__(self, vocab_size: int, preset: str|None=None, tie_weights: bool=True, **config):
@@ -254,4 +281,5 @@ class TransformerLM(nn.Module):
 
     def forward(self, tokens: torch.Tensor, # (batch, seq_len) int64
                ) -> torch.Tensor:           # (batch, seq_len, vocab_size) next-token log-probabilities
+        check_tokens(tokens, self.embed.embed.vocab_size, self.config.max_len)
         return self.generator(self.decoder(self.embed(tokens), target_mask(tokens, self.config.pad_idx)))

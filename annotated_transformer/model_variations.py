@@ -13,14 +13,15 @@ import torch
 from .model import TransformerConfig, count_parameters
 from .batching import token_batch_loader
 from .regularization import LabelSmoothingLoss
-from .training import validate, cpu_summary
+from .training import validate
 from .data import load_split, encode_pairs
-from .multi30k import Multi30kRecipe, train_multi30k, load_translator, hardware_summary
+from .runtime import hardware_summary
+from .multi30k import Multi30kRecipe, train_multi30k, load_translator
 
 # %% auto #0
 __all__ = ['BASE', 'BASE_RECIPE', 'STEPS', 'BASE_SEEDS', 'VARIANTS', 'Variant', 'select_variants', 'dev_perplexity',
            'variant_setup', 'run_variant', 'read_results', 'run_variations', 'summarize', 'variations_table',
-           'plot_variations', 'variations_command']
+           'plot_variations']
 
 # %% ../nbs/17_model_variations.ipynb #0d75add1
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def run_variant(variant: Variant,              # what to change
         model, codec, _ = load_translator(res["checkpoint"])
         dev = load_split("val", data_dir, src="en", tgt="de")[:max_eval_sentences]
         ppl = dev_perplexity(model, codec, dev)
-    cpu = cpu_summary()
+    cpu = hardware_summary(as_dict=True)
     return {"name": variant.name, "row": variant.row, "seed": seed, "steps": res["updates"], "changes": variant.changes,
             "model": model_cfg, "recipe": recipe, "max_train_pairs": max_train_pairs, "max_eval_sentences": max_eval_sentences,
             "parameters": res["parameters"], "dev_ppl": round(ppl, 3), "dev_bleu": res["val_bleu"], "dev_chrf": res["val_chrf"],
@@ -240,25 +241,3 @@ def plot_variations(records: list[dict], ax=None):
     ax.set_xlabel("Δ dev BLEU against the base (BLEU points)"); ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8)
     ax.set_title("Table 3 at CPU scale: each variant against the base")
     return ax
-
-# %% ../nbs/17_model_variations.ipynb #649be620
-def _parse_base(spec: str) -> dict:
-    "--base n_layers=2,d_model=64,… → a model dict over BASE."
-    out = dict(BASE)
-    for item in spec.split(","):
-        k, sep, v = item.partition("=")
-        if not sep or k.strip() not in _CONFIG_KEYS: raise ValueError(f"--base {spec}: {item!r} is not FIELD=INTEGER with FIELD one of {', '.join(sorted(BASE))}")
-        try: out[k.strip()] = int(v)
-        except ValueError: raise ValueError(f"--base {spec}: {v!r} is not an integer") from None
-    return out
-
-def variations_command(args) -> int:
-    "`annotated-transformer variations`: run the asked-for Table 3 variants not yet in the results file; print the table or JSON."
-    try: seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None
-    except ValueError: raise ValueError(f"--seeds {args.seeds}: expected comma-separated integers, e.g. 0,1,2") from None
-    records = run_variations(args.rows, args.results, seeds, args.rerun, args.steps or STEPS, _parse_base(args.base) if args.base else BASE,
-                             args.data_dir, args.max_train_pairs, args.max_eval_sentences)
-    if args.json: print(json.dumps(records, indent=1, ensure_ascii=False))
-    elif any(r["name"] == "base" for r in records): print(variations_table(records))
-    else: print("\n".join(f"{r['name']} seed {r['seed']}: dev BLEU {r['dev_bleu']}, dev PPL {r['dev_ppl']}" for r in records))
-    return 0

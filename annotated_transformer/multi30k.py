@@ -6,30 +6,34 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/multi30k.htm
 
 # %% ../nbs/16_multi30k.ipynb #07a72340
 from __future__ import annotations
-import contextlib, csv, dataclasses, json, math, os, platform, sys, time
+import csv, json, math, os, sys, time
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
-from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
-from .model import create_transformer, count_parameters, PRESETS
+from .embeddings import BOS_IDX, EOS_IDX
+from .model import create_transformer, count_parameters, dataclass_from_dict
 from .batching import token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
-from .training import (fit, seed_everything, distributed_session, load_checkpoint, save_checkpoint,
-    model_from_checkpoint, list_checkpoints, latest_checkpoint)
-from .data import (SPLITS, ensure_splits, load_split, build_codec, codec_from_dict, encode_pairs, check_direction,
-    available_test_splits, resolve_data_dir, default_test_split, Corpus, encode_corpus, iter_lines)
+from .training import fit
+from .checkpoints import (load_checkpoint, save_checkpoint, model_from_checkpoint, list_checkpoints,
+    latest_checkpoint, average_checkpoints)
+from .runtime import seed_everything, distributed_session, hardware_summary
+from .copy_task import RecipeMismatch
+from .data import build_codec, codec_from_dict, check_direction, resolve_data_dir, Corpus, encode_corpus
 from .encoder_decoder import KVCache
-from .decoding import average_checkpoints, length_penalty, beam_search
-from .evaluation import translate, evaluate_bleu, score_sets, score_table, encode_sources
+from .decoding import length_penalty
+from .evaluation import translate, evaluate_bleu, score_sets, encode_sources
 from .pretrained import load_model
 
+
 # %% auto #0
-__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'Multi30kRecipe', 'hardware_summary', 'default_preset', 'default_checkpoint_dir',
+__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'Multi30kRecipe', 'default_recipe_name', 'default_checkpoint_dir',
            'direction', 'check_same_direction', 'resumed_recipe', 'codec_from_file', 'write_history', 'plot_history',
-           'tensorboard_writer', 'log_to_tensorboard', 'train_multi30k', 'load_translator', 'nbest_search', 'nbest_row',
-           'translate_nbest', 'train_command', 'open_translator', 'translate_command', 'average_command', 'eval_corpus',
-           'evaluate_command', 'bleu_sweep', 'plot_bleu_sweep']
+           'tensorboard_writer', 'log_to_tensorboard', 'train_multi30k', 'open_run_dir', 'resume_run', 'new_recipe',
+           'Multi30kRun', 'prepare_run', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run',
+           'average_last', 'run_summary', 'choose_and_score', 'load_translator', 'nbest_search', 'nbest_row',
+           'translate_nbest', 'open_translator', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -56,9 +60,8 @@ class Multi30kRecipe:
     def to_dict(self) -> dict: return asdict(self)
     @classmethod
     def from_dict(cls, d: dict) -> "Multi30kRecipe":
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown: raise ValueError(f"unknown recipe keys: {sorted(unknown)}")
-        return cls(**d)
+        "A recipe from a dict (e.g. a checkpoint's), refusing unknown keys."
+        return dataclass_from_dict(cls, d, "recipe")
 
 RECIPES = {
     "tiny":  Multi30kRecipe(model="tiny", bpe_vocab_size=2000, batch_tokens=2048, warmup_steps=200, lr_scale=0.5,
@@ -69,30 +72,20 @@ RECIPES = {
 }
 
 # %% ../nbs/16_multi30k.ipynb #02572b83
-def hardware_summary(device: torch.device) -> str:
-    "A one-line description of where training ran."
-    if device.type == "cuda": return f"{torch.cuda.get_device_name(device)} (CUDA)"
-    name = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"): name = line.split(":", 1)[1].strip(); break
-    except OSError: pass
-    return f"{name}, {os.cpu_count()} logical CPUs, {torch.get_num_threads()} torch thread(s)"
-
 def _mean(xs): return sum(xs) / len(xs) if xs else float("nan")
 
-def default_preset(device: torch.device) -> str:
+def default_recipe_name(device: torch.device) -> str:
     "The recipe fitted to the hardware: `base` on a GPU, `small` on a CPU."
     return "base" if device.type == "cuda" else "small"
 
-def default_checkpoint_dir(preset: str, # a key of RECIPES
+def default_checkpoint_dir(recipe_name: str, # a key of RECIPES
                            src: str="de", tgt: str="en", # the direction
                            corpus: Corpus|None=None,     # your files: named after the training files' folder
                           ) -> Path:
-    "Where `train` keeps a run's checkpoints when no directory is given: checkpoints/multi30k-PRESET (de→en) or …-PRESET-en-de; your files: checkpoints/FOLDER-PRESET-SRC-TGT."
+    "Where a run's checkpoints go when no directory is given: checkpoints/multi30k-RECIPE (de→en) or …-RECIPE-en-de; your files: checkpoints/FOLDER-RECIPE-SRC-TGT."
     if corpus is not None and corpus.kind == "files":
-        return Path(f"checkpoints/{Path(corpus.train).parent.name or 'corpus'}-{preset}-{src}-{tgt}")
-    return Path(f"checkpoints/multi30k-{preset}" + ("" if (src, tgt) == ("de", "en") else f"-{src}-{tgt}"))
+        return Path(f"checkpoints/{Path(corpus.train).parent.name or 'corpus'}-{recipe_name}-{src}-{tgt}")
+    return Path(f"checkpoints/multi30k-{recipe_name}" + ("" if (src, tgt) == ("de", "en") else f"-{src}-{tgt}"))
 
 def direction(ck: dict) -> tuple[str, str]: # a checkpoint (or its extra) written by `train`
     "The (source, target) languages a checkpoint translates; one from before directions were recorded is de→en."
@@ -110,36 +103,33 @@ def check_same_direction(have: tuple[str, str], # what the model translates
     want = (src or (have[0] if tgt == have[1] else other(tgt)), tgt or (have[1] if src == have[0] else other(src)))
     if want != tuple(have):
         raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {want[0]}→{want[1]}; "
-                         f"use a model trained {want[0]}→{want[1]} (e.g. train with --src {want[0]} --tgt {want[1]})")
+                         f"use a model trained {want[0]}→{want[1]} (train one with src={want[0]!r}, tgt={want[1]!r})")
 
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
 RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "alpha")  # recipe fields a resumed run applies
+RUN_KEYS = {"recipe_name": "preset", "seed": "seed", "max_train_pairs": "max_train_pairs"}  # run setting -> its key in a checkpoint's extra
 
-def _flag(key): return "--" + {"model": "preset"}.get(key, key).replace("_", "-")
-
-def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, preset, seed, max_train_pairs, vocab
-                   asked: dict,  # what the caller asks for (preset, seed, max_train_pairs, recipe fields); None: not asked
+def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, preset (the recipe's name), seed, max_train_pairs, vocab
+                   asked: dict,  # what the caller asks for (recipe_name, seed, max_train_pairs, recipe fields); None: not asked
                    where,        # the checkpoint, named in errors
-                  ) -> tuple[Multi30kRecipe, dict]: # the recipe to continue with; the run's preset, seed and max_train_pairs
-    "The checkpoint's recipe with the fields that may change applied; a different value for any other field is refused."
+                  ) -> tuple[Multi30kRecipe, dict]: # the recipe to continue with; the run's recipe_name, seed and max_train_pairs
+    "The checkpoint's recipe with the fields that may change applied; any other field asked with another value: `RecipeMismatch`."
     if "recipe" not in extra or "vocab" not in extra:
         raise ValueError(f"{where} is not a Multi30k checkpoint (no recipe/vocabulary in extra)")
-    run = {k: extra[k] for k in ("preset", "seed", "max_train_pairs") if k in extra}
+    run = {k: extra[e] for k, e in RUN_KEYS.items() if e in extra}
     have = {**run, **extra["recipe"]}
-    for k, v in asked.items():
-        if v is None or k in RESUME_MAY_CHANGE or k not in have or v == have[k]: continue
-        raise ValueError(f"--resume: {_flag(k)} {v} was asked for, but the run in {Path(where).parent} was made with "
-                         f"{_flag(k)} {'(none)' if have[k] is None else have[k]}; a resumed run keeps its recipe: "
-                         f"drop {_flag(k)} (or give the run's value), or start a new run in another --checkpoint-dir")
+    diffs = [(k, have[k], v) for k, v in asked.items()
+             if v is not None and k not in RESUME_MAY_CHANGE and k in have and v != have[k]]
+    if diffs: raise RecipeMismatch(where, diffs)
     recipe = Multi30kRecipe.from_dict({**extra["recipe"], **{k: v for k, v in asked.items() if k in RESUME_MAY_CHANGE and v is not None}})
-    return recipe, {k: run.get(k, asked.get(k)) for k in ("preset", "seed", "max_train_pairs")}
+    return recipe, {k: run.get(k, asked.get(k)) for k in RUN_KEYS}
 
 
 # %% ../nbs/16_multi30k.ipynb #fd9becac
 def codec_from_file(path: str|os.PathLike, # vocab.json of a run or a model folder, the folder itself, or a checkpoint (.pt)
                     src: str, tgt: str,     # the new run's direction
                    ):                       # a `WordCodec` or `BPECodec`
-    "A vocabulary from an earlier run, for `--vocab FILE`; a word vocabulary must be for the same direction."
+    "A vocabulary from an earlier run (`train_multi30k`'s `vocab_file`); a word vocabulary must be for the same direction."
     p = Path(path)
     p = p / "vocab.json" if p.is_dir() else p
     try: d = (load_checkpoint(p).get("extra") or {}).get("vocab") if p.suffix == ".pt" else json.loads(p.read_text(encoding="utf-8"))
@@ -190,17 +180,17 @@ def log_to_tensorboard(w, state): # a writer from `tensorboard_writer`; the `Tra
     for s, l in state.val_loss[w.done[1]:]: w.add_scalar("loss/val", l, s)
     w.done = [len(state.train_loss), len(state.val_loss)]
 
-# %% ../nbs/16_multi30k.ipynb #ffbf03a6
-def train_multi30k(preset: str|None=None,                 # a key of RECIPES; None: fitted to the device
-                   checkpoint_dir: str|os.PathLike|None=None, # default: checkpoints/multi30k-PRESET
+# %% ../nbs/16_multi30k.ipynb #e33b2d75
+def train_multi30k(recipe_name: str|None=None,            # the recipe, a key of RECIPES (default: fitted to the device: base on a GPU, small on a CPU)
+                   checkpoint_dir: str|os.PathLike|None=None, # directory for checkpoints (default: checkpoints/multi30k-RECIPE)
                    data_dir: str|os.PathLike|None=None,    # data root (see chapter 13)
-                   resume: bool=False,                     # continue the run in checkpoint_dir
-                   max_steps: int|None=None,               # stop after this many updates in total
+                   resume: bool=False,                     # continue the run in the checkpoint directory from its latest checkpoint
+                   max_steps: int|None=None,               # stop after this many optimizer updates in total
                    epochs: int|None=None,                  # stop after this many epochs (default: the recipe's)
                    max_train_pairs: int|None=None,         # use only the first N training pairs
-                   seed: int|None=None,                    # seeds the model, dropout and batch order (None: 0; resuming: the run's)
+                   seed: int|None=None,                    # random seed (default 0; resuming: the run's); runs reproduce bit for bit on one machine
                    device: str|None=None,                  # default: cuda if available, else cpu
-                   precision: str="fp32",                  # "fp32", "bf16", "fp16" (chapter 11)
+                   precision: str="fp32",                  # training precision, fp32, bf16 or fp16 (autocast, chapter 11)
                    evaluate_splits: tuple|None=None,       # scored with beam search at the end (None: val and every test set there)
                    max_eval_sentences: int|None=None,      # score only the first N sentences of each split
                    progress: bool=True,                    # tqdm bars on stderr
@@ -212,129 +202,217 @@ def train_multi30k(preset: str|None=None,                 # a key of RECIPES; No
                    **overrides,                            # any `Multi30kRecipe` field (resuming: see `resumed_recipe`)
                   ) -> dict:                               # results: BLEU, signature, times, paths, examples
     "Train the Transformer on Multi30k (de→en, or en→de as in the paper) or your corpus, average the last checkpoints, score with sacreBLEU."
-    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-    t_start = time.perf_counter()
+    log, t_start = log or (lambda m: print(m, file=sys.stderr, flush=True)), time.perf_counter()
     with distributed_session(device) as ctx:
-        dev = ctx.device
-        asked = {"preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
-        preset = preset or default_preset(dev)
-        if preset not in RECIPES: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(RECIPES)}")
-        ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(preset, src or "de", tgt or ("de" if src == "en" else "en"), corpus)
-        existing = latest_checkpoint(ckpt_dir)
-        if existing is not None and not resume:
-            raise ValueError(f"{ckpt_dir} already holds checkpoints of a run (latest {existing.name}); "
-                             f"pass --resume to continue it, or choose another --checkpoint-dir")
-        if resume and existing is None: raise ValueError(f"--resume: no checkpoint (step_*.pt) in {ckpt_dir}")
-        if existing is not None and vocab_file is not None: raise ValueError(f"--vocab FILE: the run in {ckpt_dir} keeps its own vocabulary")
-        if existing is not None:                           # resuming: the run's own recipe, vocabulary, seed and data
-            ck = load_checkpoint(existing)
-            recipe, run = resumed_recipe(ck.get("extra") or {}, asked, existing)
-            codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
-            preset, seed, max_train_pairs = run["preset"] or preset, run["seed"], run["max_train_pairs"]
-            check_same_direction(direction(ck), src, tgt, f"the run in {ckpt_dir}")
-            src, tgt = direction(ck)
-            if corpus is None and data_dir is None and "data" in ck["extra"]: corpus = Corpus.from_dict(ck["extra"]["data"])
-            del ck
-        seed = 0 if seed is None else seed
-        src = src or ("en" if tgt == "de" else "de"); tgt = tgt or ("de" if src == "en" else "en")
-        corpus = (corpus or Corpus(data_dir=data_dir)).resolved()
-        if evaluate_splits is None: evaluate_splits = ("val", *corpus.test_splits())
-        corpus.check(("train", "val", *evaluate_splits), src, tgt)   # all files first: one error names every missing one
-        train_pairs = corpus.pairs("train", src, tgt, max_train_pairs)
-        val_pairs = corpus.pairs("val", src, tgt)
-        if existing is None:
-            codec = codec_from_file(vocab_file, src, tgt) if vocab_file is not None else None
-            recipe = Multi30kRecipe.from_dict({**RECIPES[preset].to_dict(), **overrides, **({"vocab": codec.kind} if codec else {})})
-            if recipe.vocab not in ("bpe", "word"): raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")
-            t = time.perf_counter()
-            codec = codec or build_codec(train_pairs, bpe=recipe.vocab == "bpe", min_freq=recipe.min_freq,
-                                         bpe_vocab_size=recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
-            if ctx.is_main: log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / {codec.tgt_vocab_size} target ids, "
-                                f"{'from ' + str(vocab_file) if vocab_file else f'from {len(train_pairs)} training pairs'} ({time.perf_counter() - t:.1f} s)")
-        seed_everything(seed)
-        model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model, dropout=recipe.dropout,
-                                   share_embeddings=codec.shared, **recipe.model_overrides).to(dev)
-        L = model.config.max_len
-        train_data = encode_corpus(codec, train_pairs, L, corpus.paths("train", src, tgt))
-        val_data = encode_corpus(codec, val_pairs, L, corpus.paths("val", src, tgt))
-        del train_pairs                                     # the packed ids are all training needs from here on
-        loader = token_batch_loader(train_data, recipe.batch_tokens, seed=seed, pin_memory=dev.type == "cuda")
-        val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=dev.type == "cuda")
-        opt = make_optimizer(model)
-        sched = make_scheduler(opt, model.config.d_model, recipe.warmup_steps, recipe.lr_scale)
-        loss_fn = LabelSmoothingLoss(codec.tgt_vocab_size, recipe.label_smoothing, model.config.pad_idx)
-        n_epochs = epochs if epochs is not None else (None if max_steps is not None else recipe.epochs)
-        updates_per_epoch = math.ceil(len(loader) / recipe.accum_steps)
-        total = min(x for x in (max_steps, n_epochs * updates_per_epoch if n_epochs else None) if x is not None)
-        if ctx.is_main:
-            log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) {src}→{tgt} on {len(train_data)} pairs, "
-                f"{updates_per_epoch} updates per epoch, up to {total} updates, on {hardware_summary(dev)}")
-        keep = max(recipe.average, 1)
-        def averageable(final_step=None):                   # the regular checkpoints (every save_every), and the final one
-            cps = list_checkpoints(ckpt_dir)                # an interrupt's off-schedule checkpoint only serves --resume
-            on = lambda p: int(p.stem.split("_")[1]) % recipe.save_every == 0 or int(p.stem.split("_")[1]) == final_step
-            return [p for p in cps if on(p)], [p for p in cps[:-1] if not on(p)]
-        def prune(state):                                   # keep only the checkpoints that may be averaged
-            if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
-                keep_these, stale = averageable()
-                for p in stale + keep_these[:-keep]: p.unlink(missing_ok=True)
-                write_history(state, ckpt_dir, plot=False)
-            if board is not None: log_to_tensorboard(board, state)
-        extra = {"task": "multi30k", "preset": preset, "seed": seed, "max_train_pairs": max_train_pairs, "src": src, "tgt": tgt,
-                 "recipe": recipe.to_dict(), "vocab": codec.to_dict(), "data": corpus.to_dict()}
-        if ctx.is_main:
-            ckpt_dir.mkdir(parents=True, exist_ok=True)
-            (ckpt_dir / "vocab.json").write_text(json.dumps(codec.to_dict(), ensure_ascii=False), encoding="utf-8")
-        board = tensorboard_writer(ckpt_dir / "tensorboard") if ctx.is_main else None
-        t_train = time.perf_counter()
-        state = fit(model, loader, opt, sched, loss_fn, max_steps=total, epochs=n_epochs, val_loader=val_loader,
-                    accum_steps=recipe.accum_steps, clip_grad=recipe.clip_grad, precision=precision, device=dev,
-                    resume_from=existing, checkpoint_dir=ckpt_dir, save_every=recipe.save_every, extra=extra,
-                    progress=progress, on_step=prune)
-        train_time = time.perf_counter() - t_train
-        if board is not None: log_to_tensorboard(board, state); board.close()
+        run = prepare_run(ctx, recipe_name, checkpoint_dir, data_dir, resume, max_train_pairs, seed, src, tgt, corpus,
+                          vocab_file, evaluate_splits, overrides, log)
+        seed_everything(run.seed)
+        parts = training_parts(run, ctx.device)
+        state, train_time = fit_run(run, parts, ctx, precision, max_steps, epochs, progress, log)
         if not ctx.is_main: return {}
-        history = write_history(state, ckpt_dir)
-        keep_these, stale = averageable(state.step)
-        for p in stale + keep_these[:-keep]: p.unlink(missing_ok=True)
-        last = keep_these[-keep:]               # as in an uninterrupted run: an interrupt's checkpoint is not averaged
-        candidates = [("last", model.eval(), last[-1])]     # the model after the last update = the last checkpoint
-        if len(last) >= 2:                                  # §6.1: average the last checkpoints
-            avg = average_checkpoints(last)
-            m_avg = model_from_checkpoint(avg, map_location=dev)
-            candidates.insert(0, ("averaged", m_avg, save_checkpoint(ckpt_dir / "averaged.pt", m_avg,
-                                                                    train_state=avg["train_state"], extra=avg["extra"])))
-            del avg
-        results = {"task": "multi30k", "src": src, "tgt": tgt, "preset": preset, "seed": seed, "recipe": recipe.to_dict(), "device": str(dev),
-                   "data": corpus.train if corpus.kind == "files" else str(resolve_data_dir(corpus.data_dir)[0]), "corpus": corpus.to_dict(), "evaluated": list(evaluate_splits),
-                   "history": [str(p) for p in history],
-                   "hardware": hardware_summary(dev), "parameters": count_parameters(model),
-                   "src_vocab_size": codec.src_vocab_size, "tgt_vocab_size": codec.tgt_vocab_size,
-                   "train_pairs": len(train_data), "updates": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0), "tokens": state.tokens,
-                   "train_time_s": round(train_time, 1),
-                   "train_loss_start": _mean([l for _, l, _ in state.train_loss[:10]]),
-                   "train_loss_end": _mean([l for _, l, _ in state.train_loss[-10:]]),
-                   "val_loss": state.val_loss[-1][1] if state.val_loss else None,
-                   "averaged": [p.name for p in last] if len(last) >= 2 else []}
-        sets = {s: corpus.pairs(s, src, tgt)[:max_eval_sentences] for s in evaluate_splits}
-        score = lambda m, names: score_sets(m, codec, {s: sets[s] for s in names}, recipe.beam_size, recipe.alpha, progress=progress)
-        chosen, on_val = candidates[0], {}
-        if "val" in sets and len(candidates) > 1:           # pick the averaged or the last model by validation BLEU
-            for name, m, _ in candidates:
-                on_val[name] = score(m, ["val"])[0]; results[f"val_bleu_{name}"] = round(on_val[name]["bleu"], 2)
-            chosen = max(candidates, key=lambda c: on_val[c[0]]["bleu"])   # a tie keeps the averaged model
-        name, final_model, final_path = chosen
-        results.update(selected=name, checkpoint=str(final_path))
-        rows = score(final_model, [s for s in sets if not (s == "val" and name in on_val)])
-        rows = sorted(rows + ([on_val[name]] if name in on_val else []), key=lambda r: list(sets).index(r["set"]))
-        for r in rows: results[f"{r['set']}_bleu"], results[f"{r['set']}_chrf"] = round(r["bleu"], 2), round(r["chrf"], 2)
-        shown = next((r for r in rows if r["set"] != "val"), rows[0])          # examples from the first test set
-        results["examples"] = [{"source": s, "reference": t, "translation": h}
-                               for (s, t), h in zip(sets[shown["set"]][:5], shown["hypotheses"][:5])]
-        results["scores"] = [{k: v for k, v in r.items() if k != "hypotheses"} for r in rows]
-        results["signature"] = rows[0]["bleu_signature"]
+        history = write_history(state, run.ckpt_dir)
+        candidates, last = average_last(run, parts[0], state, ctx.device)
+        results = run_summary(run, parts[0], state, train_time, history, last, ctx.device)
+        results = choose_and_score(run, candidates, results, max_eval_sentences, progress)
         results["total_time_s"] = round(time.perf_counter() - t_start, 1)
         return results
+
+
+# %% ../nbs/16_multi30k.ipynb #ce9c256e
+def open_run_dir(ckpt_dir: Path,     # the run's directory
+                 resume: bool,       # continue the run there
+                 vocab_file=None,    # a vocabulary asked for (a new run's)
+                ) -> Path|None:      # the latest checkpoint to continue from; None: a new run
+    "Check that `ckpt_dir` fits what was asked: a new run (no checkpoints) or a resumed one (checkpoints)."
+    existing = latest_checkpoint(ckpt_dir)
+    if existing is not None and not resume:
+        raise ValueError(f"{ckpt_dir} already holds checkpoints of a run (latest {existing.name}); "
+                         f"resume it, or choose another checkpoint directory")
+    if resume and existing is None: raise ValueError(f"nothing to resume: no checkpoint (step_*.pt) in {ckpt_dir}")
+    if existing is not None and vocab_file is not None:
+        raise ValueError(f"the run in {ckpt_dir} keeps its own vocabulary: a vocabulary file is for a new run")
+    return existing
+
+def resume_run(existing: Path,       # the run's latest checkpoint
+               asked: dict,          # see `resumed_recipe`
+               src, tgt,             # the direction asked for (None: the run's)
+               corpus, data_dir):    # the data asked for (None: the run's)
+    "A resumed run's recipe, vocabulary, settings (see `resumed_recipe`), direction and data."
+    ck = load_checkpoint(existing)
+    recipe, run = resumed_recipe(ck.get("extra") or {}, asked, existing)
+    codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
+    check_same_direction(direction(ck), src, tgt, f"the run in {existing.parent}")
+    if corpus is None and data_dir is None and "data" in ck["extra"]: corpus = Corpus.from_dict(ck["extra"]["data"])
+    return recipe, codec, run, *direction(ck), corpus
+
+
+# %% ../nbs/16_multi30k.ipynb #418b2127
+def new_recipe(recipe_name: str,     # a key of RECIPES
+               overrides: dict,      # `Multi30kRecipe` fields to change
+               codec=None,           # a vocabulary from an earlier run, if any
+              ) -> Multi30kRecipe:
+    "`RECIPES[recipe_name]` with `overrides` applied."
+    recipe = Multi30kRecipe.from_dict({**RECIPES[recipe_name].to_dict(), **overrides, **({"vocab": codec.kind} if codec else {})})
+    if recipe.vocab not in ("bpe", "word"): raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")
+    return recipe
+
+@dataclass
+class Multi30kRun:
+    "What a run starts from, new or resumed: its name, recipe, vocabulary, directory, seed, direction and data."
+    recipe_name: str; recipe: Multi30kRecipe; codec: object; ckpt_dir: Path; existing: Path|None  # existing: resume from it
+    seed: int; max_train_pairs: int|None; src: str; tgt: str; corpus: Corpus; evaluate_splits: tuple
+    train_pairs: list; val_pairs: list; n_train: int = 0
+
+
+# %% ../nbs/16_multi30k.ipynb #f51916b6
+def prepare_run(ctx, recipe_name, checkpoint_dir, data_dir, resume, max_train_pairs, seed, src, tgt, corpus, vocab_file,
+                evaluate_splits, overrides: dict, log) -> Multi30kRun: # the arguments of `train_multi30k`; ctx: its session
+    "Directory, recipe, direction, data and vocabulary of a run: a resumed run's own, else a new one's."
+    asked = {"recipe_name": recipe_name, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
+    recipe_name = recipe_name or default_recipe_name(ctx.device)
+    if recipe_name not in RECIPES: raise ValueError(f"unknown recipe {recipe_name!r}; choose from {', '.join(RECIPES)}")
+    ckpt_dir = (Path(checkpoint_dir) if checkpoint_dir else
+                default_checkpoint_dir(recipe_name, src or "de", tgt or ("de" if src == "en" else "en"), corpus))
+    existing = open_run_dir(ckpt_dir, resume, vocab_file)
+    if existing is not None:                           # resuming: the run's own recipe, vocabulary, seed and data
+        recipe, codec, run, src, tgt, corpus = resume_run(existing, asked, src, tgt, corpus, data_dir)
+        recipe_name, seed, max_train_pairs = run["recipe_name"] or recipe_name, run["seed"], run["max_train_pairs"]
+    seed = 0 if seed is None else seed
+    src = src or ("en" if tgt == "de" else "de"); tgt = tgt or ("de" if src == "en" else "en")
+    corpus = (corpus or Corpus(data_dir=data_dir)).resolved()
+    if evaluate_splits is None: evaluate_splits = ("val", *corpus.test_splits())
+    corpus.check(("train", "val", *evaluate_splits), src, tgt)   # all files first: one error names every missing one
+    train_pairs, val_pairs = corpus.pairs("train", src, tgt, max_train_pairs), corpus.pairs("val", src, tgt)
+    if existing is None:
+        codec = codec_from_file(vocab_file, src, tgt) if vocab_file is not None else None
+        recipe = new_recipe(recipe_name, overrides, codec)
+        t = time.perf_counter()
+        codec = codec or build_codec(train_pairs, bpe=recipe.vocab == "bpe", min_freq=recipe.min_freq,
+                                     bpe_vocab_size=recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
+        if ctx.is_main: log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / {codec.tgt_vocab_size} target ids, "
+                            f"{'from ' + str(vocab_file) if vocab_file else f'from {len(train_pairs)} training pairs'} "
+                            f"({time.perf_counter() - t:.1f} s)")
+    return Multi30kRun(recipe_name, recipe, codec, ckpt_dir, existing, seed, max_train_pairs, src, tgt, corpus,
+                       tuple(evaluate_splits), train_pairs, val_pairs)
+
+
+# %% ../nbs/16_multi30k.ipynb #ea501276
+def training_parts(run: Multi30kRun, device: torch.device) -> tuple:
+    "(model, batches, validation batches, optimizer, schedule, loss) for a run; seed the RNGs first."
+    recipe, codec, pin = run.recipe, run.codec, device.type == "cuda"
+    model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model, dropout=recipe.dropout,
+                               share_embeddings=codec.shared, **recipe.model_overrides).to(device)
+    L = model.config.max_len
+    train_data = encode_corpus(codec, run.train_pairs, L, run.corpus.paths("train", run.src, run.tgt))
+    val_data = encode_corpus(codec, run.val_pairs, L, run.corpus.paths("val", run.src, run.tgt))
+    run.train_pairs, run.n_train = None, len(train_data)   # the packed ids are all training needs from here on
+    loader = token_batch_loader(train_data, recipe.batch_tokens, seed=run.seed, pin_memory=pin)
+    val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=pin)
+    opt = make_optimizer(model)
+    sched = make_scheduler(opt, model.config.d_model, recipe.warmup_steps, recipe.lr_scale)
+    loss_fn = LabelSmoothingLoss(codec.tgt_vocab_size, recipe.label_smoothing, model.config.pad_idx)
+    return model, loader, val_loader, opt, sched, loss_fn
+
+
+# %% ../nbs/16_multi30k.ipynb #da9d491b
+def averageable(ckpt_dir, save_every: int, # the run's directory; its checkpoint interval
+                final_step: int|None=None, # the last update of a finished run (its checkpoint counts)
+               ) -> tuple[list[Path], list[Path]]: # (the checkpoints that may be averaged, the stale others)
+    "Split a run's checkpoints: the regular ones (every `save_every`, and the final one) and those a stopped run left."
+    cps, step = list_checkpoints(ckpt_dir), lambda p: int(p.stem.split("_")[1])
+    on = lambda p: step(p) % save_every == 0 or step(p) == final_step
+    return [p for p in cps if on(p)], [p for p in cps[:-1] if not on(p)]
+
+def prune_checkpoints(ckpt_dir, save_every: int, keep: int, final_step: int|None=None) -> list[Path]:
+    "Delete all but the last `keep` averageable checkpoints (and the stale ones); return the kept ones."
+    kept, stale = averageable(ckpt_dir, save_every, final_step)
+    for p in stale + kept[:-keep]: p.unlink(missing_ok=True)
+    return kept[-keep:]
+
+
+# %% ../nbs/16_multi30k.ipynb #f80e380e
+def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_parts`; the `distributed_session`
+            precision, max_steps, epochs, progress, log): # as `train_multi30k` takes them
+    "Train with chapter 11's `fit`, keeping the averageable checkpoints, history.csv and (if installed) TensorBoard logs."
+    model, loader, val_loader, opt, sched, loss_fn = parts
+    recipe, ckpt_dir, keep = run.recipe, run.ckpt_dir, max(run.recipe.average, 1)
+    n_epochs = epochs if epochs is not None else (None if max_steps is not None else recipe.epochs)
+    updates_per_epoch = math.ceil(len(loader) / recipe.accum_steps)
+    total = min(x for x in (max_steps, n_epochs * updates_per_epoch if n_epochs else None) if x is not None)
+    if ctx.is_main:
+        log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) {run.src}→{run.tgt} on {run.n_train} "
+            f"pairs, {updates_per_epoch} updates per epoch, up to {total} updates, on {hardware_summary(ctx.device)}")
+    def on_step(state):
+        if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
+            prune_checkpoints(ckpt_dir, recipe.save_every, keep); write_history(state, ckpt_dir, plot=False)
+        if board is not None: log_to_tensorboard(board, state)
+    extra = {"task": "multi30k", "preset": run.recipe_name, "seed": run.seed, "max_train_pairs": run.max_train_pairs,
+             "src": run.src, "tgt": run.tgt, "recipe": recipe.to_dict(), "vocab": run.codec.to_dict(), "data": run.corpus.to_dict()}
+    if ctx.is_main:
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        (ckpt_dir / "vocab.json").write_text(json.dumps(run.codec.to_dict(), ensure_ascii=False), encoding="utf-8")
+    board = tensorboard_writer(ckpt_dir / "tensorboard") if ctx.is_main else None
+    t = time.perf_counter()
+    state = fit(model, loader, opt, sched, loss_fn, max_steps=total, epochs=n_epochs, val_loader=val_loader,
+                accum_steps=recipe.accum_steps, clip_grad=recipe.clip_grad, precision=precision, device=ctx.device,
+                resume_from=run.existing, checkpoint_dir=ckpt_dir, save_every=recipe.save_every, extra=extra,
+                progress=progress, on_step=on_step)
+    if board is not None: log_to_tensorboard(board, state); board.close()
+    return state, time.perf_counter() - t
+
+
+# %% ../nbs/16_multi30k.ipynb #959d5495
+def average_last(run: Multi30kRun, model, state, device) -> tuple[list, list[Path]]:
+    "§6.1: average the last checkpoints into averaged.pt. Returns the candidates [(name, model, path)], best guess first, and the averaged files."
+    last = prune_checkpoints(run.ckpt_dir, run.recipe.save_every, max(run.recipe.average, 1), state.step)
+    candidates = [("last", model.eval(), last[-1])]            # the model after the last update = the last checkpoint
+    if len(last) >= 2:
+        avg = average_checkpoints(last)
+        m_avg = model_from_checkpoint(avg, map_location=device)
+        candidates.insert(0, ("averaged", m_avg, save_checkpoint(run.ckpt_dir / "averaged.pt", m_avg,
+                                                                train_state=avg["train_state"], extra=avg["extra"])))
+    return candidates, last
+
+def run_summary(run: Multi30kRun, model, state, train_time: float, history: list, last: list, device) -> dict:
+    "What a run did: its settings, data, vocabulary, updates, time and losses (the scores are added by `choose_and_score`)."
+    return {"task": "multi30k", "src": run.src, "tgt": run.tgt, "preset": run.recipe_name, "seed": run.seed,
+            "recipe": run.recipe.to_dict(), "device": str(device),
+            "data": run.corpus.train if run.corpus.kind == "files" else str(resolve_data_dir(run.corpus.data_dir)[0]),
+            "corpus": run.corpus.to_dict(), "evaluated": list(run.evaluate_splits), "history": [str(p) for p in history],
+            "hardware": hardware_summary(device), "parameters": count_parameters(model),
+            "src_vocab_size": run.codec.src_vocab_size, "tgt_vocab_size": run.codec.tgt_vocab_size,
+            "train_pairs": run.n_train, "updates": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0),
+            "tokens": state.tokens, "train_time_s": round(train_time, 1),
+            "train_loss_start": _mean([l for _, l, _ in state.train_loss[:10]]),
+            "train_loss_end": _mean([l for _, l, _ in state.train_loss[-10:]]),
+            "val_loss": state.val_loss[-1][1] if state.val_loss else None,
+            "averaged": [p.name for p in last] if len(last) >= 2 else []}
+
+
+# %% ../nbs/16_multi30k.ipynb #9e90e774
+def choose_and_score(run: Multi30kRun, candidates: list, results: dict, # from `average_last`; from `run_summary`
+                     max_eval_sentences: int|None=None, progress: bool=True) -> dict:
+    "Keep the candidate with the better validation BLEU; score it on every split; add the scores and 5 examples to `results`."
+    sets = {s: run.corpus.pairs(s, run.src, run.tgt)[:max_eval_sentences] for s in run.evaluate_splits}
+    score = lambda m, names: score_sets(m, run.codec, {s: sets[s] for s in names}, run.recipe.beam_size, run.recipe.alpha,
+                                        progress=progress)
+    chosen, on_val = candidates[0], {}
+    if "val" in sets and len(candidates) > 1:           # pick the averaged or the last model by validation BLEU
+        for name, m, _ in candidates:
+            on_val[name] = score(m, ["val"])[0]; results[f"val_bleu_{name}"] = round(on_val[name]["bleu"], 2)
+        chosen = max(candidates, key=lambda c: on_val[c[0]]["bleu"])   # a tie keeps the averaged model
+    name, final_model, final_path = chosen
+    results.update(selected=name, checkpoint=str(final_path))
+    rows = score(final_model, [s for s in sets if not (s == "val" and name in on_val)])
+    rows = sorted(rows + ([on_val[name]] if name in on_val else []), key=lambda r: list(sets).index(r["set"]))
+    for r in rows: results[f"{r['set']}_bleu"], results[f"{r['set']}_chrf"] = round(r["bleu"], 2), round(r["chrf"], 2)
+    shown = next((r for r in rows if r["set"] != "val"), rows[0])          # examples from the first test set
+    results["examples"] = [{"source": s, "reference": t, "translation": h}
+                           for (s, t), h in zip(sets[shown["set"]][:5], shown["hypotheses"][:5])]
+    results["scores"] = [{k: v for k, v in r.items() if k != "hypotheses"} for r in rows]
+    results["signature"] = rows[0]["bleu_signature"]
+    return results
+
 
 # %% ../nbs/16_multi30k.ipynb #30041071
 def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or `average`
@@ -396,50 +474,7 @@ def translate_nbest(model, codec, sentences, n_best: int, beam_size: int=4, alph
         out[i] = [(s, codec.decode_tgt(h)) for s, h in nbest_search(model, torch.tensor([x], device=dev), n_best, beam_size, alpha)]
     return out
 
-# %% ../nbs/16_multi30k.ipynb #5bfcf8ba
-def _device(args) -> torch.device:
-    from annotated_transformer.training import default_device
-    return default_device(getattr(args, "device", None))
-
-def train_command(args) -> int:
-    "`annotated-transformer train --task multi30k` (or `--train PREFIX --valid PREFIX`): train, average, score; print the results."
-    vocab = getattr(args, "vocab", None)                     # bpe, word, or a vocabulary file of an earlier run
-    overrides = {k: v for k, v in dict(batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
-                                       lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
-                                       clip_grad=args.clip_grad, save_every=args.save_every,
-                                       vocab=vocab if vocab in ("bpe", "word") else None, beam_size=args.beam_size).items() if v is not None}
-    files = Corpus.files(args.train, args.valid, args.test or ()) if getattr(args, "train", None) else None
-    if getattr(args, "accum_steps", None) is not None: overrides["accum_steps"] = args.accum_steps
-    res = train_multi30k(args.preset, args.checkpoint_dir, args.data_dir, args.resume, args.max_steps, args.epochs,
-                         args.max_train_pairs, args.seed, args.device, args.precision,
-                         src=getattr(args, "src", None), tgt=getattr(args, "tgt", None), corpus=files,
-                         vocab_file=vocab if vocab not in (None, "bpe", "word") else None, **overrides)
-    if not res: return 0                                     # a non-main rank of a distributed run
-    if args.json: print(json.dumps(res, ensure_ascii=False))
-    else:
-        print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epochs) of the {res['preset']} recipe in "
-              f"{res['train_time_s'] / 60:.1f} min on {res['hardware']}")
-        print(f"loss per token {res['train_loss_start']:.2f} → {res['train_loss_end']:.2f}")
-        if "val_bleu_averaged" in res:
-            print(f"val BLEU of the average of {len(res['averaged'])} checkpoints {res['val_bleu_averaged']:.2f}, "
-                  f"of the last checkpoint {res['val_bleu_last']:.2f}: keeping the {res['selected']} model")
-        print(f"model: {res['checkpoint']}")
-        print(f"history: {', '.join(res['history'])}")
-        print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['alpha']}:\n" + score_table(res["scores"]))
-    return 0
-
-# %% ../nbs/16_multi30k.ipynb #22360054
-def _read_stdin_lines(stream=None) -> list[str]:
-    "All lines of stdin, strictly UTF-8, naming the line of a bad byte."
-    data = (stream or sys.stdin.buffer).read()
-    out = []
-    for i, raw in enumerate(data.split(b"\n"), 1):
-        try: out.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as e:
-            raise ValueError(f"stdin line {i}: bytes that are not UTF-8 ({e.reason} at column {e.start + 1})") from None
-    if out and out[-1] == "" and data.endswith(b"\n") or data == b"": out.pop()
-    return out
-
+# %% ../nbs/16_multi30k.ipynb #c5ed4614
 def open_translator(checkpoint=None,  # a checkpoint written by `train` or `average`
                     model=None,       # a shipped model's name ("de-en", "en-de") or a folder written by `export_model`
                     device: str|torch.device="cpu",
@@ -458,95 +493,6 @@ def open_translator(checkpoint=None,  # a checkpoint written by `train` or `aver
     check_same_direction((meta["src_lang"], meta["tgt_lang"]), src, tgt, f"model {model}")
     return m, codec, {"model": str(model), "src": meta["src_lang"], "tgt": meta["tgt_lang"]}
 
-def _open(args):
-    return open_translator(args.checkpoint, getattr(args, "model", None), _device(args), getattr(args, "src", None), getattr(args, "tgt", None))
-
-# %% ../nbs/16_multi30k.ipynb #b42d4562
-def _lines_in(args) -> list[str]:
-    "The sentences to translate: arguments, --input FILE (or -), or stdin."
-    if args.sentences: return [" ".join(s.split("\n")) for s in args.sentences]
-    if args.input not in (None, "-"): return [t for _, t in iter_lines(args.input)]
-    return _read_stdin_lines()
-
-def _writer(path):  # --output: a file (UTF-8, \n line ends), or stdout for None and "-"
-    return contextlib.nullcontext(sys.stdout) if path in (None, "-") else open(path, "w", encoding="utf-8", newline="\n")
-
-def translate_command(args) -> int:
-    "`annotated-transformer translate`: one translation per input line (arguments, --input or stdin) to stdout or --output; or an n-best list."
-    model, codec, _ = _open(args)
-    warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    kw = dict(beam_size=args.beam_size, alpha=args.length_penalty, batch_size=args.batch_size, warn=warn)
-    n_best, out_path = getattr(args, "n_best", None), getattr(args, "output", None)
-    if not args.sentences and getattr(args, "input", None) is None and not n_best and sys.stdin.isatty():   # interactive
-        with _writer(out_path) as out:
-            for i, raw in enumerate(sys.stdin.buffer, 1):
-                try: line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e: raise ValueError(f"stdin line {i}: bytes that are not UTF-8 ({e.reason})") from None
-                print(translate(model, codec, [line], **kw)[0], file=out, flush=True)
-        return 0
-    lines = _lines_in(args)
-    if n_best:
-        lists = translate_nbest(model, codec, lines, n_best, args.beam_size, args.length_penalty, warn=warn, progress=len(lines) > 1)
-        rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1) for r, (sc, t) in enumerate(hyps, 1)]
-    else: rows = translate(model, codec, lines, progress=len(lines) > 1, **kw)
-    with _writer(out_path) as out:
-        for row in rows: print(row, file=out)
-    return 0
-
-def average_command(args) -> int:
-    "`annotated-transformer average`: write the parameter average of checkpoints (§6.1)."
-    avg = average_checkpoints(args.checkpoints)
-    model = model_from_checkpoint(avg)
-    out = save_checkpoint(args.output, model, train_state=avg["train_state"], extra=avg["extra"])
-    print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
-    return 0
-
-# %% ../nbs/16_multi30k.ipynb #a05bf058
-def _splits(args, corpus: Corpus) -> list[str]:
-    "--split, else every test set of the corpus; Multi30k with none there: test_2016_flickr (whose error names its files); files with none: val."
-    if getattr(args, "split", None): return args.split.split(",")
-    if corpus.kind == "files": return corpus.test_splits() or ["val"]
-    return corpus.test_splits() or [default_test_split(resolve_data_dir(corpus.data_dir)[0])]
-
-def _write_hypotheses(path, rows) -> list[str]: # --output FILE; `score_sets` rows
-    "The detokenized hypotheses, one per line: FILE for one set, FILE's stem + .SET + suffix for each of several."
-    if path is None: return []
-    p, out = Path(path), []
-    for r in rows:
-        q = p if len(rows) == 1 else p.with_name(f"{p.stem}.{r['set'].replace('/', '_')}{p.suffix}")
-        q.write_text("".join(h + "\n" for h in r["hypotheses"]), encoding="utf-8"); out.append(str(q))
-    return out
-
-# %% ../nbs/16_multi30k.ipynb #5db90e2e
-def eval_corpus(args, info: dict) -> Corpus: # info: from `open_translator`
-    "What `evaluate` scores: --test files, else --data-dir, else the data the run recorded, else $ANNOTATED_TRANSFORMER_DATA or the cache."
-    if getattr(args, "test", None): return Corpus("files", test=tuple(str(Path(p).absolute()) for p in args.test))
-    if args.data_dir or "data" not in info: return Corpus(data_dir=args.data_dir)
-    c = Corpus.from_dict(info["data"])
-    if c.kind == "multi30k" and not Path(c.data_dir).is_dir():
-        raise FileNotFoundError(f"{info['checkpoint']}: the run's data root {c.data_dir} (recorded in the checkpoint) is gone; "
-                                f"pass --data-dir (or --test PREFIX)")
-    return c
-
-def evaluate_command(args) -> int:
-    "`annotated-transformer evaluate`: sacreBLEU and chrF on every test set of the data (or the --split ones); --output writes the hypotheses."
-    explicit = bool(args.data_dir or getattr(args, "test", None))
-    if explicit and not getattr(args, "test", None): ensure_splits(_splits(args, Corpus(data_dir=args.data_dir)), args.data_dir)   # data errors first
-    model, codec, info = _open(args)
-    corpus = eval_corpus(args, info)
-    splits = _splits(args, corpus)
-    corpus.check(splits, info["src"], info["tgt"])
-    sets = {s: corpus.pairs(s, info["src"], info["tgt"], getattr(args, "max_sentences", None)) for s in splits}
-    rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size, progress=True)
-    written = _write_hypotheses(getattr(args, "output", None), rows)
-    rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items() if k != "hypotheses"} for r in rows]
-    res = {**info, "beam_size": args.beam_size, "alpha": args.length_penalty, "sets": rows, "hypotheses": written}
-    if len(rows) == 1:                                     # one set: its numbers at the top level too
-        r = rows[0]; res.update(split=r["set"], bleu=r["bleu"], chrf=r["chrf"], signature=r["bleu_signature"], sentences=r["sentences"])
-    if args.json: print(json.dumps(res, ensure_ascii=False))
-    else: print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), beam {args.beam_size}, "
-                f"α {args.length_penalty}:\n" + score_table(rows) + "".join(f"\nhypotheses: {p}" for p in written))
-    return 0
 
 # %% ../nbs/16_multi30k.ipynb #19166391
 def bleu_sweep(model: torch.nn.Module,        # a trained `Transformer` in eval mode

@@ -6,7 +6,6 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/optimizer.ht
 
 # %% ../nbs/09_optimizer.ipynb #cc816366
 from __future__ import annotations
-import math
 from typing import Iterable
 import torch
 from torch import nn

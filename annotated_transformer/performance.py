@@ -15,14 +15,16 @@ from .attention import *
 from .embeddings import *
 from .model import *
 from .why_self_attention import *
-from .training import bf16_native, bf16_slowdown, cpu_summary
+from .batching import Batch
+from .training import TrainStep
+from .runtime import bf16_native, bf16_slowdown, hardware_summary
 
 # %% auto #0
-__all__ = ['BENCH_VOCAB', 'LEVERS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'synthetic_batch', 'TorchTransformerModel',
-           'TrainStep', 'train_step_flops', 'matmul_probe', 'training_throughput', 'lever_speedups',
-           'profile_breakdown', 'decode_speedup', 'bf16_speedup', 'bf16_skip_reason', 'cpu_peak_memory_supported',
-           'step_peak_memory', 'peak_memory', 'attention_scaling', 'hardware_info', 'run_benchmarks', 'bench_machine',
-           'format_report', 'bench_command', 'plot_bench']
+__all__ = ['BENCH_VOCAB', 'LEVERS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'TRAIN_STEP', 'synthetic_batch',
+           'TorchTransformerModel', 'BenchStep', 'TorchCrossEntropy', 'reference_step', 'train_step_flops',
+           'matmul_probe', 'training_throughput', 'lever_speedups', 'profile_breakdown', 'decode_speedup',
+           'bf16_speedup', 'bf16_skip_reason', 'cpu_peak_memory_supported', 'step_peak_memory', 'peak_memory',
+           'attention_scaling', 'run_benchmarks', 'bench_machine', 'format_report', 'plot_bench']
 
 # %% ../nbs/19_performance.ipynb #3f4460b2
 BENCH_VOCAB = 8000  # about the size of each Multi30k vocabulary
@@ -64,6 +66,7 @@ class TorchTransformerModel(nn.Module):
 
     def forward(self, src: torch.Tensor, # (batch, src_len) int64
                 tgt: torch.Tensor,       # (batch, tgt_len) int64 decoder input
+                src_mask=None, tgt_mask=None, # ours, ignored: built here the way nn.Transformer takes them
                ) -> torch.Tensor:        # (batch, tgt_len, d_model) decoder states
         "Masks the way `nn.Transformer` takes them: key-padding masks and a causal mask, True = masked."
         pad, T = self.config.pad_idx, tgt.shape[1]
@@ -71,45 +74,40 @@ class TorchTransformerModel(nn.Module):
                          src_key_padding_mask=src == pad, tgt_key_padding_mask=tgt == pad, memory_key_padding_mask=src == pad)
 
 # %% ../nbs/19_performance.ipynb #d4ccc20b
-class TrainStep:
-    "One full training step on a fixed batch: forward, label-smoothed loss, backward and an Adam update."
+class BenchStep:
+    "The step `fit` runs (chapter 11's `TrainStep`) on one fixed batch with Adam (§5.3): a zero-argument callable to time."
     def __init__(self, model: nn.Module,     # a `Transformer` or a `TorchTransformerModel`
                  src: torch.Tensor,          # (batch, src_len) int64
                  tgt: torch.Tensor,          # (batch, tgt_len + 1) int64, BOS first
-                 nonpad_loss: bool=True,     # project and score only the non-pad target positions
-                 precision: str="fp32",      # "fp32" or "bf16" (autocast)
-                 label_smoothing: float=0.1, # ε_ls (§5.4)
+                 precision: str="fp32",      # "fp32" or "bf16" (autocast); "fp16" on a GPU
                  lr: float=1e-4,             # constant learning rate (timing only)
+                 loss_fn=None,               # default: `fit`'s (§5.4 label smoothing 0.1)
+                 **levers,                   # `TrainStep`'s switches, e.g. nonpad_logits=False
                 ):
-        if precision not in ("fp32", "bf16"): raise ValueError(f"precision={precision!r} must be 'fp32' or 'bf16'")
-        self.model, self.src, self.nonpad_loss, self.precision, self.eps = model, src, nonpad_loss, precision, label_smoothing
-        self.tgt_in, self.tgt_out = tgt[:, :-1], tgt[:, 1:]                      # (batch, T) each
-        self.pad = model.config.pad_idx
-        self.tokens = int((self.tgt_out != self.pad).sum())                       # target tokens per step
+        self.model, self.batch = model.train(), Batch(src, tgt, model.config.pad_idx)
+        self.tokens = self.batch.n_tokens                                        # target tokens per step
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)  # §5.3
+        self.step = TrainStep(model, self.optimizer, loss_fn=loss_fn, precision=precision, **levers)
 
-    def states(self) -> torch.Tensor: # (batch, T, d_model) decoder output
-        m, src, tgt = self.model, self.src, self.tgt_in
-        if isinstance(m, TorchTransformerModel): return m(src, tgt)
-        return m(src, tgt, m.make_src_mask(src), m.make_tgt_mask(tgt))            # masks built once per batch
+    def loss(self) -> torch.Tensor: # scalar: loss per target token, no update
+        return self.step.loss(self.batch) / self.tokens
 
-    def loss(self) -> torch.Tensor: # scalar
-        "Label-smoothed cross-entropy per target token."
-        h, proj = self.states(), self.model.generator.proj
-        if self.nonpad_loss:
-            keep = self.tgt_out != self.pad                                       # (batch, T) bool
-            logits, target = proj(h[keep]), self.tgt_out[keep]                    # (n_tokens, vocab), (n_tokens,)
-        else: logits, target = proj(h).flatten(0, 1), self.tgt_out.flatten()      # (batch·T, vocab), (batch·T,)
-        return F.cross_entropy(logits.float(), target, ignore_index=self.pad, label_smoothing=self.eps)
+    def __call__(self) -> float: # one update; its loss per target token
+        loss_sum, n_tokens, _ = self.step([self.batch])
+        return loss_sum / max(n_tokens, 1)
 
-    def __call__(self) -> torch.Tensor: # the loss, detached
-        self.model.train()
-        with torch.autocast(self.src.device.type, dtype=torch.bfloat16) if self.precision == "bf16" else nullcontext():
-            loss = self.loss()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        return loss.detach()
+class TorchCrossEntropy(nn.Module):
+    "What a user of `nn.Transformer` writes: `F.cross_entropy` with PyTorch's label smoothing, padding ignored, summed."
+    reduction = "sum"
+    def __init__(self, pad_idx: int=PAD_IDX, smoothing: float=0.1):
+        super().__init__(); self.pad_idx, self.smoothing = pad_idx, smoothing
+    def forward(self, logits, target): # (..., V), (...)
+        return F.cross_entropy(logits.flatten(0, -2), target.flatten(), ignore_index=self.pad_idx,
+                               label_smoothing=self.smoothing, reduction="sum")
+
+def reference_step(model: nn.Module, src, tgt, **kw) -> BenchStep:
+    "The reference's step: every position scored, PyTorch's cross-entropy; otherwise the same `TrainStep`."
+    return BenchStep(model, src, tgt, loss_fn=TorchCrossEntropy(model.config.pad_idx), nonpad_logits=False, **kw)
 
 # %% ../nbs/19_performance.ipynb #36954c76
 def train_step_flops(config: TransformerConfig, # the model's config
@@ -151,9 +149,9 @@ def training_throughput(preset: str,           # a key of PRESETS
     torch.manual_seed(seed)
     ours = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
-    steps = {"ours": TrainStep(ours, src, tgt, nonpad_loss=True),
-             "nn.Transformer": TrainStep(TorchTransformerModel(ours).to(device), src, tgt, nonpad_loss=False),
-             "nn.Transformer, its own dropout": TrainStep(TorchTransformerModel(ours, same_dropout=False).to(device), src, tgt, nonpad_loss=False)}
+    steps = {"ours": BenchStep(ours, src, tgt),
+             "nn.Transformer": reference_step(TorchTransformerModel(ours).to(device), src, tgt),
+             "nn.Transformer, its own dropout": reference_step(TorchTransformerModel(ours, same_dropout=False).to(device), src, tgt)}
     probe, probe_flops = matmul_probe(probe_n, device)
     step_time = min(interleaved_times({"ours": steps["ours"]}, 1, warmup=1, sync=_sync(device))["ours"])
     n_probe = calls_for(probe, step_time, _sync(device))          # the probe lasts as long as a step: same exposure to noise
@@ -189,12 +187,14 @@ def _mask_per_layer(mha):
 
 def _attention_layers(m): return [a for a in m.modules() if isinstance(a, MultiHeadAttention)]
 
-LEVERS = {  # name -> (how to switch the lever off on a copy of the model, whether the loss skips padding)
-    "fused attention kernel":      (lambda m: [setattr(a, "fused", False) for a in _attention_layers(m)], True),
-    "no attention dropout":        (lambda m: [setattr(a, "dropout", 0.1) for a in _attention_layers(m)], True),
-    "fused QKV projection":        (lambda m: [_separate_qkv(a) for a in _self_attention_layers(m)], True),
-    "masks built once per batch":  (lambda m: [_mask_per_layer(a) for a in _attention_layers(m)], True),
-    "loss on non-pad tokens only": (lambda m: None, False),
+# %% ../nbs/19_performance.ipynb #425c5617
+LEVERS = {  # name -> (how to switch the lever off on a copy of the model, the step's switches with it off)
+    "fused attention kernel":      (lambda m: [setattr(a, "fused", False) for a in _attention_layers(m)], {}),
+    "no attention dropout":        (lambda m: [setattr(a, "dropout", 0.1) for a in _attention_layers(m)], {}),
+    "fused QKV projection":        (lambda m: [_separate_qkv(a) for a in _self_attention_layers(m)], {}),
+    "masks built once per batch":  (lambda m: [_mask_per_layer(a) for a in _attention_layers(m)], {}),
+    "generator on non-pad positions only": (lambda m: None, {"nonpad_logits": False}),
+    "loss in one pass":            (lambda m: None, {"fused_loss": False}),
 }
 
 def lever_speedups(preset: str="small",
@@ -205,10 +205,10 @@ def lever_speedups(preset: str="small",
     torch.manual_seed(seed)
     model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
-    fns = {"all levers": TrainStep(model, src, tgt)}
-    for name, (switch_off, nonpad) in LEVERS.items():
+    fns = {"all levers": BenchStep(model, src, tgt)}
+    for name, (switch_off, step_kw) in LEVERS.items():
         m = copy.deepcopy(model); switch_off(m)
-        fns[name] = TrainStep(m, src, tgt, nonpad_loss=nonpad)
+        fns[name] = BenchStep(m, src, tgt, **step_kw)
     times = interleaved_times(fns, repeats, sync=_sync(device))
     return {name: median_ratio(times, name, "all levers") for name in LEVERS}
 
@@ -218,7 +218,7 @@ _PROFILE_GROUPS = [("attention kernel", r"scaled_dot_product|flash_attention|eff
                    ("softmax & loss", r"softmax|nll_loss|cross_entropy"),
                    ("dropout", r"bernoulli|dropout"), ("layer norm", r"layer_norm"), ("embedding", r"embedding")]
 
-def profile_breakdown(step: TrainStep,  # the step to profile
+def profile_breakdown(step: BenchStep,  # the step to profile
                       steps: int=2,     # profiled calls, after one warmup call
                      ) -> dict[str, float]: # group -> seconds per step
     "Where a training step spends its time by operator group, from `torch.profiler` self times."
@@ -276,8 +276,8 @@ def bf16_speedup(preset: str="small",
     if torch.device(device or "cpu").type == "cpu":     # the CPU's bf16 fused-attention backward is slow: explicit path
         for a in explicit.modules():
             if isinstance(a, MultiHeadAttention): a.fused = False
-    fns = {"fp32": TrainStep(model, src, tgt), "bf16": TrainStep(explicit, src, tgt, precision="bf16"),
-           "bf16, fused attention": TrainStep(copy.deepcopy(model), src, tgt, precision="bf16")}
+    fns = {"fp32": BenchStep(model, src, tgt), "bf16": BenchStep(explicit, src, tgt, precision="bf16"),
+           "bf16, fused attention": BenchStep(copy.deepcopy(model), src, tgt, precision="bf16")}
     (p32, _), (p16, _) = matmul_probe(probe_n, device), matmul_probe(probe_n, device, torch.bfloat16)
     times = interleaved_times({**fns, "matmul fp32": p32, "matmul bf16": p16}, repeats, sync=_sync(device))
     return dict(speedup=median_ratio(times, "fp32", "bf16"), speedup_fused_attention=median_ratio(times, "fp32", "bf16, fused attention"),
@@ -293,7 +293,7 @@ def bf16_skip_reason(device=None, # where the benchmark runs: "cpu", "cuda", …
             f"{bf16_slowdown():.1f}x the time of fp32 here, so bf16 training is slower, not faster, and timing it would take "
             f"many minutes to show only the emulation (run_benchmarks(bf16=True) times it anyway)")
 
-# %% ../nbs/19_performance.ipynb #e9e04550
+# %% ../nbs/19_performance.ipynb #f29d25b1
 def _status_kb(field):
     return int(re.search(rf"^{field}:\s+(\d+) kB", open("/proc/self/status").read(), re.M).group(1))
 
@@ -302,7 +302,7 @@ def cpu_peak_memory_supported() -> bool:
     import platform
     return platform.libc_ver()[0] == "glibc" and os.path.exists("/proc/self/clear_refs")
 
-def step_peak_memory(step: TrainStep) -> int: # bytes
+def step_peak_memory(step: BenchStep) -> int: # bytes
     "Peak memory of one training step: parameters, Adam state, gradients, activations and temporaries."
     step()                                                        # Adam state exists from here on
     step.optimizer.zero_grad(set_to_none=True)
@@ -320,6 +320,8 @@ def step_peak_memory(step: TrainStep) -> int: # bytes
     step()
     return static + (_status_kb("VmHWM") - before) * 1024
 
+
+# %% ../nbs/19_performance.ipynb #d25ed545
 def _peak_memory_here(presets, batch_size, src_len, tgt_len, vocab_size, device, seed, overrides):
     out = {}
     for preset in presets:
@@ -327,8 +329,8 @@ def _peak_memory_here(presets, batch_size, src_len, tgt_len, vocab_size, device,
         ours = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
         src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
         ref = TorchTransformerModel(ours).to(device)
-        theirs = step_peak_memory(TrainStep(ref, src, tgt, nonpad_loss=False)); del ref
-        out[preset] = dict(ours=step_peak_memory(TrainStep(ours, src, tgt)), torch=theirs)
+        theirs = step_peak_memory(reference_step(ref, src, tgt)); del ref
+        out[preset] = dict(ours=step_peak_memory(BenchStep(ours, src, tgt)), torch=theirs)
         del ours
     return out
 
@@ -375,29 +377,17 @@ BENCH_SIZES = {
                   decode=dict(preset="tiny", steps=(16, 32, 64, 128), batch_size=8, src_len=8, repeats=1),
                   scaling=dict(ns=(8, 16, 32), d=32, ds=(16, 32, 64), n=16, batch_size=2, repeats=1)),
 }
-TARGETS = {"train_speedup_vs_nn_transformer": 1.10, "greedy_cached_speedup@64": 6.0, "bf16_speedup": 1.5}
+TARGETS = {"train_speedup_vs_nn_transformer": 1.25, "greedy_cached_speedup@64": 6.0, "bf16_speedup": 1.5}
 RATIO_KEYS = ("train_speedup_vs_nn_transformer", "fraction_of_matmul_peak", "greedy_cached_speedup", "bf16_speedup",
               "bf16_matmul_speedup", "peak_memory_ratio", "lever_speedups", "attention_scaling")
 
-def hardware_info(device=None) -> dict:
-    "What the numbers were measured on: device, torch version, threads, CPU vector extensions."
-    flags, model = set(), None
-    if os.path.exists("/proc/cpuinfo"):
-        info = open("/proc/cpuinfo").read()
-        if m := re.search(r"^flags\s*:(.*)$", info, re.M): flags = set(m.group(1).split())
-        if m := re.search(r"^model name\s*:(.*)$", info, re.M): model = m.group(1).strip()
-    dev = torch.device(device or "cpu")
-    return dict(device=str(dev), torch=torch.__version__, threads=torch.get_num_threads(), cpu=model,
-                cpu_capability=torch.backends.cpu.get_cpu_capability(),
-                cpu_flags={f: f in flags for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")},
-                gpu=torch.cuda.get_device_name(dev) if dev.type == "cuda" else None)
 
-# %% ../nbs/19_performance.ipynb #0ba40437
+# %% ../nbs/19_performance.ipynb #26439026
 def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few seconds, numbers meaningless
                    device=None,        # "cpu", "cuda", …; default cuda if available
                    log=None,           # callable taking a progress message (e.g. print to stderr)
                    bf16: bool|None=None, # None: time bf16 where it is native (or on a GPU), skip it where emulated; True/False: always/never
-                  ) -> dict:           # every ratio (RATIO_KEYS), details, targets, `cpu` (cpu_summary) and `bf16_skipped`
+                  ) -> dict:           # every ratio (RATIO_KEYS), details, targets, `hardware` (hardware_summary) and `bf16_skipped`
     "Run every benchmark of this chapter and collect the ratios, each measured within this run against its reference."
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available(): raise RuntimeError(f"device {device} requested but CUDA is not available")
@@ -426,8 +416,20 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
     scaling = attention_scaling(**s["scaling"], device=device)
     say("peak memory per preset")
     mem = peak_memory(s["memory_presets"], **common)
+    res = _bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem)
+    res["seconds"] = time.perf_counter() - t0
+    say("done")
+    return res
+
+
+# %% ../nbs/19_performance.ipynb #04cd18a8
+TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused_loss), Adam; reference: nn.Transformer "
+              "through the same TrainStep with F.cross_entropy(label_smoothing=0.1) over every position")
+
+def _bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem) -> dict:
+    "The measurements of `run_benchmarks` as one plain-JSON result: the ratios, the targets met, the details."
     res = dict(
-        quick=quick, hardware=hardware_info(device), cpu=cpu_summary(), targets=TARGETS,
+        quick=quick, hardware=hardware_summary(device, as_dict=True), targets=TARGETS, train_step=TRAIN_STEP,
         train_speedup_vs_nn_transformer={p: r["speedup"] for p, r in train.items()},
         fraction_of_matmul_peak={p: r["fraction_of_peak"] for p, r in train.items()},
         greedy_cached_speedup={str(k): v for k, v in dec["speedup"].items()},
@@ -445,20 +447,20 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
                                for p, r in res["train_speedup_vs_nn_transformer"].items()},
                             "greedy_cached_speedup[64]": g64 is not None and g64 >= TARGETS["greedy_cached_speedup@64"],
                             **{f"bf16_speedup[{p}]": r >= TARGETS["bf16_speedup"] for p, r in (res["bf16_speedup"] or {}).items()}}
-    res["seconds"] = time.perf_counter() - t0
-    say("done")
     return res
 
-# %% ../nbs/19_performance.ipynb #7d91e76c
+# %% ../nbs/19_performance.ipynb #c5280f0c
 def bench_machine(res: dict) -> str:
     "Where a bench result was measured, in one line: the CPU (or GPU), PyTorch's CPU capability, bf16 native or emulated, threads."
-    hw, c = res["hardware"], res.get("cpu") or {}                     # results from before `cpu` was stored: from `hardware`
+    hw, c = res["hardware"], res.get("cpu") or {}         # results stored before `hardware_summary`: `hardware` + `cpu`
     flags = hw.get("cpu_flags") or {}
-    bf16 = c.get("bf16") or ("native" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "emulated")
-    cpu = f"{hw['cpu'] or 'CPU'}, {c.get('capability') or hw['cpu_capability']}, bf16 {bf16}"
-    threads = f"{hw['threads']} thread{'s' * (hw['threads'] != 1)}"
-    return f"{hw['gpu']} (host: {cpu})" if hw.get("gpu") else f"{cpu}, {threads}"
+    bf16 = hw.get("bf16") or c.get("bf16") or ("native" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "emulated")
+    cpu = f"{hw['cpu'] or 'CPU'}, {hw.get('capability') or c.get('capability') or hw['cpu_capability']}, bf16 {bf16}"
+    n = hw.get("torch_threads", hw.get("threads"))
+    return f"{hw['gpu']} (host: {cpu})" if hw.get("gpu") else f"{cpu}, {n} thread{'s' * (n != 1)}"
 
+
+# %% ../nbs/19_performance.ipynb #40c8c64b
 def format_report(res: dict) -> str:
     "The ratios of a `run_benchmarks` result as readable lines (the JSON has everything)."
     hw, t = res["hardware"], res["targets"]
@@ -488,77 +490,93 @@ def format_report(res: dict) -> str:
                  + "; ∝ d^" + ", d^".join(f"{v:.2f} ({k})" for k, v in sc["exponent_d"].items()))
     return "\n".join(lines)
 
-def bench_command(args) -> int:
-    "`annotated-transformer bench [--quick] [--json] [--device D]`: run the benchmarks; print the ratios, or one JSON object."
-    bf16 = {"on": True, "off": False}.get(getattr(args, "bf16", None))   # a `--bf16 {auto,on,off}` flag, where the parser has one
-    res = run_benchmarks(quick=args.quick, device=args.device, log=lambda m: print(m, file=sys.stderr, flush=True), bf16=bf16)
-    print(json.dumps(res) if args.json else format_report(res))
-    return 0
 
-# %% ../nbs/19_performance.ipynb #27ae3a2a
-def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench --json` printed)
-               which: str,       # "training", "peak", "levers", "decoding", "bf16", "memory" or "scaling"
-               ax=None,
-              ):
-    "One figure of a benchmark result: each a ratio against its reference, with the target where there is one; the machine under the title."
-    import matplotlib.pyplot as plt
-    ax = ax or plt.subplots(figsize=(6.4, 4))[1]
-    t = res["targets"]
+# %% ../nbs/19_performance.ipynb #9320e772
+def _bar_helper(ax):
+    "`bars(values, labels, target, ylabel)`: a bar chart of ratios on `ax`, 1× and the target marked."
     def bars(values, labels, target=None, ylabel="speed-up (×)", fmt="{:.2f}×"):
         b = ax.bar(range(len(values)), values, color="C0", width=0.6)
         ax.bar_label(b, [fmt.format(v) for v in values]); ax.set_xticks(range(len(values)), labels)
         ax.axhline(1, color="gray", lw=0.8)
         if target: ax.axhline(target, color="C3", ls="--", label=f"target {target}×"); ax.legend(loc="lower right")
         ax.set_ylim(0, 1.25 * max(values + [target or 0])); ax.set_ylabel(ylabel)
-    if which == "training":
-        r = res["train_speedup_vs_nn_transformer"]
-        bars(list(r.values()), [f"{p} preset" for p in r], t["train_speedup_vs_nn_transformer"],
-             "tokens/s, ours ÷ nn.Transformer")
-        ax.set_title("Training step (fwd, loss, bwd, Adam): ours vs nn.Transformer")
-    elif which == "peak":
-        f = res["fraction_of_matmul_peak"]
-        for i, name in enumerate(["ours", "nn.Transformer"]):
-            b = ax.bar([j + 0.4 * i for j in range(len(f))], [100 * f[p][name] for p in f], 0.4, label=name, color=f"C{i}")
-            ax.bar_label(b, [f"{100 * f[p][name]:.0f}%" for p in f])
-        ax.set_xticks([j + 0.2 for j in range(len(f))], [f"{p} preset" for p in f]); ax.legend(loc="lower right")
-        ax.set_ylim(0, 1.25 * max(100 * v for p in f for v in f[p].values()))
-        ax.set_ylabel("% of the measured fp32 matmul peak"); ax.set_title("Achieved GFLOP/s as a share of the machine's peak")
-    elif which == "levers":
-        r = res["lever_speedups"]
-        bars(list(r.values()), [textwrap.fill(k, 13) for k in r], ylabel="step time without ÷ with the lever")
-        ax.tick_params(axis="x", labelsize=8); ax.set_title("Each lever switched off alone (small preset)")
-    elif which == "decoding":
-        g = res["greedy_cached_speedup"]
-        ax.plot([int(k) for k in g], list(g.values()), "o-", label="measured")
-        for k, v in g.items(): ax.annotate(f"{v:.1f}×", (int(k), v), textcoords="offset points", xytext=(0, 6), ha="center")
-        ax.axhline(t["greedy_cached_speedup@64"], color="C3", ls="--", label=f"target {t['greedy_cached_speedup@64']}× at 64")
-        ax.set_xscale("log", base=2); ax.set_xticks([int(k) for k in g], list(g)); ax.legend()
-        ax.set_xlabel("output tokens per sentence (batch of 64)"); ax.set_ylabel("time uncached ÷ cached")
-        ax.set_title("Greedy decoding: the key/value cache")
-    elif which == "bf16" and res.get("bf16_skipped"):
-        ax.text(0.5, 0.5, textwrap.fill(f"Not measured: {res['bf16_skipped']['reason']}", 60), ha="center", va="center",
-                transform=ax.transAxes, fontsize=9); ax.set_xticks([]); ax.set_yticks([])
-        ax.set_title("bf16 autocast vs fp32 (ours): skipped")
-    elif which == "bf16":
-        r, m = res["bf16_speedup"], res["bf16_matmul_speedup"]
-        for i, (name, v) in enumerate([("training step", r), ("bare 2048² matmul", m)]):
-            b = ax.bar([j + 0.4 * i for j in range(len(v))], list(v.values()), 0.4, label=name, color=f"C{i}")
-            ax.bar_label(b, [f"{x:.2f}×" for x in v.values()])
-        ax.set_xticks([j + 0.2 for j in range(len(r))], [f"{p} preset" for p in r])
-        ax.axhline(1, color="gray", lw=0.8); ax.axhline(t["bf16_speedup"], color="C3", ls="--", label=f"target {t['bf16_speedup']}×")
-        ax.set_ylim(0, 1.35 * max([*r.values(), *m.values()])); ax.legend(loc="upper left", ncol=3, fontsize=8)
-        ax.set_ylabel("time fp32 ÷ time bf16 autocast"); ax.set_title("bf16 autocast vs fp32 (ours)")
-    elif which == "memory":
-        mb = res["details"]["peak_memory_mb"]
-        ps = [p for p in mb if mb[p]["ours"]]
-        for i, name in enumerate(["ours", "torch"]):
-            b = ax.bar([j + 0.4 * i for j in range(len(ps))], [mb[p][name] for p in ps], 0.4, color=f"C{i}",
-                       label="ours" if name == "ours" else "nn.Transformer")
-            ax.bar_label(b, [f"{mb[p][name]:.0f}" for p in ps], fontsize=8)
-        ax.set_xticks([j + 0.2 for j in range(len(ps))], [f"{p} preset" for p in ps]); ax.set_yscale("log"); ax.legend()
-        ax.set_ylabel("peak memory of a training step (MB, log scale)"); ax.set_title("Peak memory per preset (same batch)")
-    elif which == "scaling":
-        plot_scaling(res["details"]["scaling_rows_n"], "n", ax=ax)
-    else: raise ValueError(f"unknown figure {which!r}; choose from training, peak, levers, decoding, bf16, memory, scaling")
+    return bars
+
+def _fig_training(res, t, ax, bars):
+    r = res["train_speedup_vs_nn_transformer"]
+    bars(list(r.values()), [f"{p} preset" for p in r], t["train_speedup_vs_nn_transformer"],
+         "tokens/s, ours ÷ nn.Transformer")
+    ax.set_title("Training step (fwd, loss, bwd, Adam): ours vs nn.Transformer")
+
+def _fig_peak(res, t, ax, bars):
+    f = res["fraction_of_matmul_peak"]
+    for i, name in enumerate(["ours", "nn.Transformer"]):
+        b = ax.bar([j + 0.4 * i for j in range(len(f))], [100 * f[p][name] for p in f], 0.4, label=name, color=f"C{i}")
+        ax.bar_label(b, [f"{100 * f[p][name]:.0f}%" for p in f])
+    ax.set_xticks([j + 0.2 for j in range(len(f))], [f"{p} preset" for p in f]); ax.legend(loc="lower right")
+    ax.set_ylim(0, 1.25 * max(100 * v for p in f for v in f[p].values()))
+    ax.set_ylabel("% of the measured fp32 matmul peak"); ax.set_title("Achieved GFLOP/s as a share of the machine's peak")
+
+def _fig_levers(res, t, ax, bars):
+    r = res["lever_speedups"]
+    bars(list(r.values()), [textwrap.fill(k, 13) for k in r], ylabel="step time without ÷ with the lever")
+    ax.tick_params(axis="x", labelsize=8); ax.set_title("Each lever switched off alone (small preset)")
+
+
+# %% ../nbs/19_performance.ipynb #3789e66b
+def _fig_decoding(res, t, ax, bars):
+    g = res["greedy_cached_speedup"]
+    ax.plot([int(k) for k in g], list(g.values()), "o-", label="measured")
+    for k, v in g.items(): ax.annotate(f"{v:.1f}×", (int(k), v), textcoords="offset points", xytext=(0, 6), ha="center")
+    ax.axhline(t["greedy_cached_speedup@64"], color="C3", ls="--", label=f"target {t['greedy_cached_speedup@64']}× at 64")
+    ax.set_xscale("log", base=2); ax.set_xticks([int(k) for k in g], list(g)); ax.legend()
+    ax.set_xlabel("output tokens per sentence (batch of 64)"); ax.set_ylabel("time uncached ÷ cached")
+    ax.set_title("Greedy decoding: the key/value cache")
+
+def _fig_bf16_skipped(res, t, ax, bars):
+    ax.text(0.5, 0.5, textwrap.fill(f"Not measured: {res['bf16_skipped']['reason']}", 60), ha="center", va="center",
+            transform=ax.transAxes, fontsize=9); ax.set_xticks([]); ax.set_yticks([])
+    ax.set_title("bf16 autocast vs fp32 (ours): skipped")
+
+def _fig_bf16(res, t, ax, bars):
+    r, m = res["bf16_speedup"], res["bf16_matmul_speedup"]
+    for i, (name, v) in enumerate([("training step", r), ("bare 2048² matmul", m)]):
+        b = ax.bar([j + 0.4 * i for j in range(len(v))], list(v.values()), 0.4, label=name, color=f"C{i}")
+        ax.bar_label(b, [f"{x:.2f}×" for x in v.values()])
+    ax.set_xticks([j + 0.2 for j in range(len(r))], [f"{p} preset" for p in r])
+    ax.axhline(1, color="gray", lw=0.8); ax.axhline(t["bf16_speedup"], color="C3", ls="--", label=f"target {t['bf16_speedup']}×")
+    ax.set_ylim(0, 1.35 * max([*r.values(), *m.values()])); ax.legend(loc="upper left", ncol=3, fontsize=8)
+    ax.set_ylabel("time fp32 ÷ time bf16 autocast"); ax.set_title("bf16 autocast vs fp32 (ours)")
+
+
+# %% ../nbs/19_performance.ipynb #517a9ee9
+def _fig_memory(res, t, ax, bars):
+    mb = res["details"]["peak_memory_mb"]
+    ps = [p for p in mb if mb[p]["ours"]]
+    for i, name in enumerate(["ours", "torch"]):
+        b = ax.bar([j + 0.4 * i for j in range(len(ps))], [mb[p][name] for p in ps], 0.4, color=f"C{i}",
+                   label="ours" if name == "ours" else "nn.Transformer")
+        ax.bar_label(b, [f"{mb[p][name]:.0f}" for p in ps], fontsize=8)
+    ax.set_xticks([j + 0.2 for j in range(len(ps))], [f"{p} preset" for p in ps]); ax.set_yscale("log"); ax.legend()
+    ax.set_ylabel("peak memory of a training step (MB, log scale)"); ax.set_title("Peak memory per preset (same batch)")
+
+def _fig_scaling(res, t, ax, bars):
+    plot_scaling(res["details"]["scaling_rows_n"], "n", ax=ax)
+
+_FIGURES = {"training": _fig_training, "peak": _fig_peak, "levers": _fig_levers, "decoding": _fig_decoding,
+            "bf16": _fig_bf16, "memory": _fig_memory, "scaling": _fig_scaling}
+
+
+# %% ../nbs/19_performance.ipynb #10be398f
+def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench --json` printed)
+               which: str,       # "training", "peak", "levers", "decoding", "bf16", "memory" or "scaling"
+               ax=None,
+              ):
+    "One figure of a benchmark result: each a ratio against its reference, with the target where there is one; the machine under the title."
+    import matplotlib.pyplot as plt
+    if which not in _FIGURES: raise ValueError(f"unknown figure {which!r}; choose from {', '.join(_FIGURES)}")
+    ax = ax or plt.subplots(figsize=(6.4, 4))[1]
+    fig = _fig_bf16_skipped if which == "bf16" and res.get("bf16_skipped") else _FIGURES[which]
+    fig(res, res["targets"], ax, _bar_helper(ax))
     ax.set_title(f"{ax.get_title()}\n{bench_machine(res)}", fontsize=10)
     return ax

@@ -6,7 +6,6 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/positional_e
 
 # %% ../nbs/05_positional_encoding.ipynb #1815c095
 from __future__ import annotations
-import math
 import torch
 from torch import nn
 
@@ -44,7 +43,4 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor, # (batch, seq_len, d_model) embeddings
                 start_pos: int=0,      # position of x[:, 0] (incremental decoding)
                ) -> torch.Tensor:      # (batch, seq_len, d_model)
-        end = start_pos + x.shape[1]
-        if end > self.max_len:
-            raise ValueError(f"sequence of length {end} is longer than the positional table (max_len={self.max_len})")
-        return self.dropout(x + self.pe[start_pos:end].to(x.dtype))
+        return self.dropout(x + self.pe[start_pos:start_pos + x.shape[1]].to(x.dtype))

@@ -13,7 +13,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from .model import Transformer, count_parameters
 from .data import BPECodec, WordCodec, codec_from_dict
-from .training import load_checkpoint, model_from_checkpoint
+from .checkpoints import load_checkpoint, model_from_checkpoint
 
 # %% auto #0
 __all__ = ['MODEL_FORMAT', 'WEIGHTS', 'CONFIG', 'VOCAB', 'SUMS', 'CARD', 'DATA_FILES', 'STORAGE_DTYPES', 'MODELS_DIR', 'SHIPPED',

@@ -38,6 +38,7 @@ def interleaved_times(fns: dict[str, Callable[[], object]], # name -> a callable
             times[name].append(time.perf_counter() - t0)
     return times
 
+# %% ../nbs/07_why_self_attention.ipynb #35a7930d
 def calls_for(fn: Callable[[], object], # the callable to time
               min_time: float=0.01,     # seconds one timed measurement should last at least
               sync: Callable[[], object]|None=None,
@@ -82,6 +83,7 @@ class SelfAttentionLayer(nn.Module):
         self.attn = MultiHeadAttention(d, n_heads)
     def forward(self, x): return self.attn(x, x, x)
 
+# %% ../nbs/07_why_self_attention.ipynb #365bb59a
 LAYER_KINDS = ("self-attention", "recurrent", "convolutional")
 
 def make_layer(kind: str,          # one of LAYER_KINDS
@@ -133,6 +135,7 @@ def _sweep(ns, ds, kinds, batch_size, repeats, min_time, n_heads, kernel_size, d
             rows += [dict(kind=k, n=n, d=d, seconds=statistics.median(t) / calls[k]) for k, t in times.items()]
     return rows
 
+# %% ../nbs/07_why_self_attention.ipynb #2541164a
 def fit_exponent(xs: list[float], ys: list[float]) -> float:
     "Least-squares slope of log(y) against log(x): y ∝ x^slope."
     lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]

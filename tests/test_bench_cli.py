@@ -26,8 +26,9 @@ def test_bench_quick_json_has_every_ratio():
     assert res["quick"] is True
     assert set(res["train_speedup_vs_nn_transformer"]) == {"small", "base"}
     assert set(res["greedy_cached_speedup"]) == {"16", "32", "64", "128"}
-    assert res["cpu"]["capability"] == res["hardware"]["cpu_capability"] and res["cpu"]["bf16"] in ("native", "emulated")
-    skipped = res["cpu"]["bf16"] == "emulated"  # this machine's CPU: bf16 is timed only where it is native
+    assert res["hardware"]["capability"] and res["hardware"]["bf16"] in ("native", "emulated")
+    assert res["train_step"].startswith("ours: chapter 11's TrainStep as fit runs it")   # the step timed is the one fit runs
+    skipped = res["hardware"]["bf16"] == "emulated"  # this machine's CPU: bf16 is timed only where it is native
     assert (res["bf16_skipped"] is not None) == skipped
     for key in RATIO_KEYS:                    # every ratio a finite number (values only, no thresholds)
         if key == "peak_memory_ratio" and not cpu_peak_memory_supported(): continue   # None off Linux/glibc
@@ -40,12 +41,12 @@ def test_bench_quick_json_has_every_ratio():
 
 
 def test_bench_skips_bf16_with_a_reason_where_the_cpu_emulates_it():
-    "An emulating CPU, simulated: oneDNN capped below AVX512-BF16, PyTorch's kernels at AVX2 (what chapter 11's bf16_native reads)."
+    "An emulating CPU, simulated: oneDNN capped below AVX512-BF16, PyTorch's kernels at AVX2 (what the runtime appendix's bf16_native reads)."
     env = {**ENV, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
     r = subprocess.run([str(EXE), "bench", "--quick", "--json", "--device", "cpu"], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    assert res["cpu"]["bf16"] == "emulated" and res["cpu"]["capability"] == "AVX2"
+    assert res["hardware"]["bf16"] == "emulated" and res["hardware"]["capability"] == "AVX2"
     assert res["bf16_speedup"] is None and res["bf16_matmul_speedup"] is None and res["details"]["bf16"] == {}
     skip = res["bf16_skipped"]
     assert "emulates bf16" in skip["reason"] and "AVX2" in skip["reason"]

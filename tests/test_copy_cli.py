@@ -12,7 +12,7 @@ import torch
 from annotated_transformer.cli import main
 from annotated_transformer.batching import token_batch_loader
 from annotated_transformer.copy_task import COPY_MAX_STEPS, copy_pairs
-from annotated_transformer.training import checkpoint_path, latest_checkpoint, load_checkpoint
+from annotated_transformer.checkpoints import checkpoint_path, latest_checkpoint, load_checkpoint
 
 EXE = str(Path(sys.executable).parent / "annotated-transformer")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -80,7 +80,7 @@ def test_resume_with_dropout_restores_random_state(tmp_path):
     script = textwrap.dedent("""
         import sys, torch
         from annotated_transformer.copy_task import train_copy
-        from annotated_transformer.training import latest_checkpoint
+        from annotated_transformer.checkpoints import latest_checkpoint
         steps, d, resume = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
         train_copy(max_steps=steps, seed=1, n_train=1000, batch_tokens=300, dropout=0.1, checkpoint_dir=d,
                    save_every=10, resume_from=latest_checkpoint(d) if resume else None, progress=False)

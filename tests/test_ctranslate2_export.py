@@ -8,14 +8,15 @@ import torch
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed: the export is an optional extra (pip install 'annotated-transformer[ctranslate2]')")
 
-from annotated_transformer.ctranslate2_export import (CT2_META, codec_tokens, decode_ctranslate2, export_command, export_ctranslate2,
+from annotated_transformer.ctranslate2_export import (CT2_META, codec_tokens, decode_ctranslate2, export_ctranslate2,
                                                       load_ctranslate2, translate_ctranslate2)
+from annotated_transformer.cli import export_command
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, encode_pairs, load_split
 from annotated_transformer.decoding import decode_corpus
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from annotated_transformer.evaluation import encode_sources
 from annotated_transformer.model import create_transformer
-from annotated_transformer.training import save_checkpoint
+from annotated_transformer.checkpoints import save_checkpoint
 
 torch.set_num_threads(1)  # tiny models: one thread is fastest on a busy machine
 

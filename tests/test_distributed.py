@@ -9,7 +9,8 @@ STEPS = 4
 
 WORKER = textwrap.dedent("""
     import os, sys, torch
-    from annotated_transformer.training import distributed_session, fit
+    from annotated_transformer.training import fit
+    from annotated_transformer.runtime import distributed_session
     from annotated_transformer.distributed import check_replicas_in_sync
     from annotated_transformer.model import create_transformer
     from annotated_transformer.batching import token_batch_loader

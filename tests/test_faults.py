@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import annotated_transformer.training as training
+import annotated_transformer.checkpoints as checkpoints
 from annotated_transformer.cli import main
 from annotated_transformer.data import (read_lines, read_parallel, load_split, ensure_splits, resolve_data_dir,
                                         build_codec, DATA_ENV)
 from annotated_transformer.embeddings import UNK_IDX, PAD_IDX
 from annotated_transformer.model import create_transformer
-from annotated_transformer.training import (TrainState, save_checkpoint, load_checkpoint, model_from_checkpoint,
-                                            restore_checkpoint, list_checkpoints)
+from annotated_transformer.training import TrainState
+from annotated_transformer.checkpoints import (save_checkpoint, load_checkpoint, model_from_checkpoint, restore_checkpoint, list_checkpoints)
 
 torch.set_num_threads(1)
 EXE = str(Path(sys.executable).parent / "annotated-transformer")
@@ -177,12 +177,12 @@ def _partial_then_enospc(obj, f, *a, **k):
 @pytest.mark.parametrize("where", ["torch.save", "fsync", "os.replace", "full disk"])
 def test_failed_write_keeps_previous_checkpoint(previous, monkeypatch, where):
     m, p, data = previous
-    if where == "torch.save": monkeypatch.setattr(training.torch, "save", _partial_then_enospc)
-    elif where == "fsync": monkeypatch.setattr(training.os, "fsync", enospc)
-    elif where == "os.replace": monkeypatch.setattr(training.os, "replace", enospc)
+    if where == "torch.save": monkeypatch.setattr(checkpoints.torch, "save", _partial_then_enospc)
+    elif where == "fsync": monkeypatch.setattr(checkpoints.os, "fsync", enospc)
+    elif where == "os.replace": monkeypatch.setattr(checkpoints.os, "replace", enospc)
     else:
         real = os.fdopen
-        monkeypatch.setattr(training.os, "fdopen", lambda fd, mode: FullDisk(real(fd, mode), 200_000))
+        monkeypatch.setattr(checkpoints.os, "fdopen", lambda fd, mode: FullDisk(real(fd, mode), 200_000))
     with pytest.raises((OSError, RuntimeError)):       # a full disk surfaces from torch's writer as a RuntimeError
         save_checkpoint(p, m, train_state=TrainState(step=2))
     monkeypatch.undo()
@@ -193,10 +193,10 @@ def test_failed_write_keeps_previous_checkpoint(previous, monkeypatch, where):
 def test_failed_write_error_names_the_checkpoint(tmp_path, monkeypatch, where):
     m = tiny_model()
     target = tmp_path / "ck" / "step_00000002.pt"
-    if where == "torch.save": monkeypatch.setattr(training.torch, "save", _partial_then_enospc)
+    if where == "torch.save": monkeypatch.setattr(checkpoints.torch, "save", _partial_then_enospc)
     elif where == "full disk":
         real = os.fdopen
-        monkeypatch.setattr(training.os, "fdopen", lambda fd, mode: FullDisk(real(fd, mode), 200_000))
+        monkeypatch.setattr(checkpoints.os, "fdopen", lambda fd, mode: FullDisk(real(fd, mode), 200_000))
     else:
         (tmp_path / "ck").write_text("a file, not a directory")
     with pytest.raises(OSError) as e: save_checkpoint(target, m)
@@ -231,7 +231,7 @@ def test_disk_full_during_training_then_resume(tmp_path, capsys, monkeypatch):
         calls.append(1)
         if len(calls) == 3: return _partial_then_enospc(obj, f)
         return real(obj, f, *a, **k)
-    monkeypatch.setattr(training.torch, "save", save)
+    monkeypatch.setattr(checkpoints.torch, "save", save)
     rc, out, err = run_main(capsys, *COPY, "--max-steps", 8, "--save-every", 2, "--checkpoint-dir", d)
     monkeypatch.undo()
     assert_one_line_error(rc, out, err, "No space left on device")

@@ -10,6 +10,7 @@ import gzip, json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from annotated_transformer.data import SAMPLE_DIR, SAMPLE_SPLITS, load_split
+from annotated_transformer.checkpoints import load_checkpoint
 
 EXE = Path(sys.executable).parent / "annotated-transformer"
 DATA_ENV, URL_ENV = "ANNOTATED_TRANSFORMER_DATA", "ANNOTATED_TRANSFORMER_DATA_URL"
@@ -63,7 +64,7 @@ def last_json(stdout):
 def trained(tmp_path_factory, offline):
     "Train the tiny recipe on the sample's 1,600 training pairs for 200 updates (well under a minute), offline."
     run = tmp_path_factory.mktemp("run") / "tiny"
-    r = cli("train", "--task", "multi30k", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--max-steps", 200,
+    r = cli("train", "--task", "multi30k", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--max-steps", 200,
             "--save-every", 40, "--beam-size", 1, "--checkpoint-dir", run, "--json", **offline)
     assert r.returncode == 0, r.stderr[-3000:]
     return run, last_json(r.stdout), r
@@ -128,7 +129,7 @@ def test_both_directions_recorded_and_enforced(trained, tmp_path, offline):
     r = cli("translate", "--checkpoint", res["checkpoint"], "--src", "en", "A dog.")
     assert r.returncode == 1 and "translates de→en, not en→de" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     run = tmp_path / "en-de"
-    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--src", "en", "--max-steps", 4, "--save-every", 2,
+    r = cli("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--src", "en", "--max-steps", 4, "--save-every", 2,
             "--max-train-pairs", 200, "--beam-size", 1, "--checkpoint-dir", run, "--json", **offline)
     assert r.returncode == 0, r.stderr[-2000:]
     j = last_json(r.stdout)
@@ -141,10 +142,10 @@ def test_both_directions_recorded_and_enforced(trained, tmp_path, offline):
     assert r.returncode == 0, r.stderr[-2000:]
     e = last_json(r.stdout)
     assert (e["src"], e["tgt"], e["split"], e["sentences"]) == ("en", "de", "test", 3) and 0 <= e["chrf"] <= 100
-    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--src", "de", "--max-steps", 6, "--resume",
+    r = cli("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--src", "de", "--max-steps", 6, "--resume",
             "--checkpoint-dir", run, **offline)
     assert r.returncode == 1 and "translates en→de, not de→en" in r.stderr
-    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--src", "en", "--tgt", "en", "--max-steps", 1,
+    r = cli("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--src", "en", "--tgt", "en", "--max-steps", 1,
             "--checkpoint-dir", tmp_path / "x", **offline)
     assert r.returncode == 1 and "cannot translate en→en" in r.stderr
 
@@ -157,27 +158,41 @@ def test_average_and_refusals(trained, tmp_path, offline):
     assert r.returncode == 0 and out.exists(), r.stderr
     r = cli("translate", "--checkpoint", out, "--beam-size", 1, "Ein Hund.")
     assert r.returncode == 0 and r.stdout.strip(), r.stderr
-    r = cli("train", "--preset", "tiny", "--max-steps", 1, "--checkpoint-dir", run, "--data-dir", SAMPLE_DIR, **offline)
+    r = cli("train", "--recipe", "tiny", "--max-steps", 1, "--checkpoint-dir", run, "--data-dir", SAMPLE_DIR, **offline)
     assert r.returncode == 1 and "already holds checkpoints" in r.stderr and "--resume" in r.stderr   # a second run, same dir
     r = cli("translate", "--checkpoint", tmp_path / "nope.pt", "x")
     assert r.returncode == 1 and "nope.pt does not exist" in r.stderr
 
 
-@pytest.mark.parametrize("flags, asked, had", [
-    (["--lr-scale", "1.0"], "--lr-scale 1.0", "--lr-scale 0.5"),
-    (["--warmup-steps", "50"], "--warmup-steps 50", "--warmup-steps 200"),
-    (["--preset", "small", "--seed", "0"], "--preset small", "--preset tiny"),
-    (["--seed", "7"], "--seed 7", "--seed 0"),
+@pytest.mark.parametrize("flags, says", [
+    (["--lr-scale", "1.0"], "--lr-scale 0.5 in the checkpoint vs 1.0 here"),
+    (["--warmup-steps", "50"], "--warmup-steps 200 in the checkpoint vs 50 here"),
+    (["--recipe", "small", "--seed", "0"], "--recipe tiny in the checkpoint vs small here"),
+    (["--preset", "small", "--seed", "0"], "--recipe tiny in the checkpoint vs small here"),   # the deprecated spelling
+    (["--seed", "7", "--lr-scale", "2"], "--seed 0 in the checkpoint vs 7 here; --lr-scale 0.5 in the checkpoint vs 2.0 here"),
 ])
-def test_resume_refuses_a_different_recipe(trained, offline, flags, asked, had):
-    "--resume keeps the run's recipe: asking for another value is refused, naming the flag and both values."
+def test_resume_refuses_a_different_recipe(trained, offline, flags, says):
+    "--resume keeps the run's recipe: asking for another value is refused, naming every flag and both values."
     run, _, _ = trained
     before = sorted(p.name for p in run.iterdir())
     r = cli("train", "--resume", "--checkpoint-dir", run, "--data-dir", SAMPLE_DIR, "--max-steps", 210, *flags, **offline)
     assert r.returncode == 1, r.stderr
-    assert f"{asked} was asked for" in r.stderr and f"was made with {had}" in r.stderr, r.stderr
+    assert says in r.stderr and "another recipe" in r.stderr, r.stderr
     assert r.stderr.count("error") == 1 and "Traceback" not in r.stderr
     assert sorted(p.name for p in run.iterdir()) == before                   # nothing written
+
+
+def test_preset_is_a_deprecated_alias_of_recipe(tmp_path, offline):
+    "With Multi30k, --preset named the recipe: it still does for one release, with a warning, and runs the same recipe."
+    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--max-train-pairs", 200, "--max-steps", 2, "--save-every", 1,
+            "--beam-size", 1, "--checkpoint-dir", tmp_path / "run", "--json", **offline)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "warning: --preset is deprecated" in r.stderr and "use --recipe" in r.stderr, r.stderr[-2000:]
+    res = last_json(r.stdout)
+    assert res["preset"] == "tiny" and res["recipe"]["model"] == "tiny"
+    assert load_checkpoint(tmp_path / "run" / "step_00000002.pt")["extra"]["preset"] == "tiny"   # the file format keeps its key
+    r = cli("train", "--preset", "tiny", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--checkpoint-dir", tmp_path / "x", **offline)
+    assert r.returncode == 1 and "give only --recipe" in r.stderr
 
 
 def test_resume_applies_steps_and_save_interval(trained, offline, tmp_path):
@@ -201,7 +216,7 @@ def trained_multi30k(tmp_path_factory):
     "Train the tiny recipe on the first 2,000 Multi30k training pairs for 300 updates (about a minute)."
     root = need_multi30k()
     run = tmp_path_factory.mktemp("run") / "tiny"
-    r = cli("train", "--task", "multi30k", "--preset", "tiny", "--max-train-pairs", 2000, "--max-steps", 300,
+    r = cli("train", "--task", "multi30k", "--recipe", "tiny", "--max-train-pairs", 2000, "--max-steps", 300,
             "--save-every", 60, "--beam-size", 1, "--checkpoint-dir", run, "--json", **{DATA_ENV: root})
     assert r.returncode == 0, r.stderr[-3000:]
     return run, last_json(r.stdout), r
@@ -249,7 +264,7 @@ def test_mismatched_line_counts(tmp_path):
     write_split(root / "multi30k", "train", ["Ein Hund.", "Eine Katze.", "Ein Pferd."], ["A dog.", "A cat."])
     write_split(root / "multi30k", "val", ["Ein Hund."], ["A dog."], gz=False)
     write_split(root / "multi30k", "test_2016_flickr", ["Ein Hund."], ["A dog."])
-    r = cli("train", "--preset", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck", "--data-dir", root)
+    r = cli("train", "--recipe", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck", "--data-dir", root)
     assert r.returncode == 1
     assert "train.de.gz has 3 lines" in r.stderr and "train.en.gz has 2" in r.stderr, r.stderr
 
@@ -259,7 +274,7 @@ def test_undecodable_bytes_name_file_and_line(tmp_path):
     write_split(folder, "train", ["Ein Hund.", "Eine Katze."], b"A dog.\nA \xe9cat.\n")
     write_split(folder, "val", ["Ein Hund."], ["A dog."])
     write_split(folder, "test_2016_flickr", ["Ein Hund."], ["A dog."])
-    r = cli("train", "--preset", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck", "--data-dir", folder)
+    r = cli("train", "--recipe", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck", "--data-dir", folder)
     assert r.returncode == 1
     assert "train.en.gz, line 2: bytes that are not UTF-8" in r.stderr, r.stderr
 
@@ -267,7 +282,7 @@ def test_undecodable_bytes_name_file_and_line(tmp_path):
 def test_missing_files_offline_one_error_naming_all(tmp_path):
     "No data root configured, an empty cache and no network (a URL that cannot be fetched): one error, every file."
     mirror = (tmp_path / "offline").as_uri()
-    r = cli("train", "--preset", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck",
+    r = cli("train", "--recipe", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck",
             **{DATA_ENV: None, "XDG_CACHE_HOME": tmp_path / "cache", URL_ENV: mirror})
     assert r.returncode == 1
     err = r.stderr
@@ -297,5 +312,5 @@ def test_empty_file(tmp_path):
     write_split(folder, "train", b"", b"")
     write_split(folder, "val", ["Ein Hund."], ["A dog."])
     write_split(folder, "test_2016_flickr", ["Ein Hund."], ["A dog."])
-    r = cli("train", "--preset", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck", "--data-dir", folder)
+    r = cli("train", "--recipe", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck", "--data-dir", folder)
     assert r.returncode == 1 and "train.de.gz is empty" in r.stderr, r.stderr

@@ -62,7 +62,7 @@ def corpus(tmp_path_factory):
 def trained(corpus, tmp_path_factory):
     "The tiny recipe on 300 pairs for 60 updates, from the console script (about ten seconds)."
     run = tmp_path_factory.mktemp("run") / "toy"
-    r = cli("train", "--preset", "tiny", "--train", corpus / "train", "--valid", corpus / "valid", "--test", corpus / "test",
+    r = cli("train", "--recipe", "tiny", "--train", corpus / "train", "--valid", corpus / "valid", "--test", corpus / "test",
             "--src", "xx", "--tgt", "yy", "--max-steps", 60, "--save-every", 20, "--beam-size", 1,
             "--checkpoint-dir", run, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -126,7 +126,7 @@ def test_an_explicit_flag_wins_and_vocab_from_an_earlier_run(trained, corpus, tm
     rc, out, err = run_main("evaluate", "--checkpoint", res["checkpoint"], "--test", other / "test", "--beam-size", 1, "--json")
     assert rc == 0, err
     assert json.loads(out.splitlines()[-1])["sentences"] == 7
-    rc, out, err = run_main("train", "--preset", "tiny", "--train", other / "train", "--valid", other / "valid", "--src", "xx",
+    rc, out, err = run_main("train", "--recipe", "tiny", "--train", other / "train", "--valid", other / "valid", "--src", "xx",
                             "--tgt", "yy", "--vocab", run / "vocab.json", "--max-steps", 2, "--beam-size", 1,
                             "--checkpoint-dir", tmp_path / "run2", "--json")
     assert rc == 0, err
@@ -142,7 +142,7 @@ def test_multi30k_run_remembers_its_data_root(tmp_path, monkeypatch):
         for i, lang in enumerate(("de", "en")):
             (root / f"{split}.{lang}.gz").write_bytes(gzip.compress("".join(p[i] + "\n" for p in pairs).encode()))
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "no-such-root"))
-    rc, out, err = run_main("train", "--preset", "tiny", "--data-dir", root.parent, "--max-steps", 2,
+    rc, out, err = run_main("train", "--recipe", "tiny", "--data-dir", root.parent, "--max-steps", 2,
                             "--beam-size", 1, "--checkpoint-dir", tmp_path / "run", "--json")
     assert rc == 0, err
     ckpt = json.loads(out.splitlines()[-1])["checkpoint"]
@@ -156,7 +156,7 @@ def test_multi30k_run_remembers_its_data_root(tmp_path, monkeypatch):
 # --- bad input: one line naming the file and the line, exit status 1 ------------------------------------------
 
 def bad_train(folder: Path, tmp_path: Path, *extra) -> str:
-    rc, out, err = run_main("train", "--preset", "tiny", "--train", folder / "train", "--valid", folder / "valid",
+    rc, out, err = run_main("train", "--recipe", "tiny", "--train", folder / "train", "--valid", folder / "valid",
                             "--src", "xx", "--tgt", "yy", "--max-steps", 1, "--checkpoint-dir", tmp_path / "run", *extra)
     assert rc == 1, (rc, err)
     errors = [l for l in err.splitlines() if "error:" in l]
@@ -214,6 +214,6 @@ def test_usage_errors_exit_2(args, msg):
 
 
 def test_multi30k_still_refuses_other_languages(tmp_path):
-    rc, _, err = run_main("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--src", "fr", "--tgt", "en", "--max-steps", 1,
+    rc, _, err = run_main("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--src", "fr", "--tgt", "en", "--max-steps", 1,
                           "--checkpoint-dir", tmp_path / "run")
     assert rc == 1 and "cannot translate fr→en: this data pairs de and en" in err

@@ -28,3 +28,16 @@ def test_console_script_version_and_help():
     assert r.returncode == 0 and r.stdout.strip() == f"annotated-transformer {annotated_transformer.__version__}"
     r = run(str(exe), "--help")
     assert r.returncode == 0 and "usage: annotated-transformer" in r.stdout
+
+
+def test_the_cli_imports_the_chapters_and_no_chapter_imports_the_cli():
+    "One direction only: cli.py imports the chapters (real imports, no dispatch by string); no chapter imports the CLI."
+    import re
+    pkg = Path(annotated_transformer.__file__).parent
+    cli = (pkg / "cli.py").read_text(encoding="utf-8")
+    assert "importlib" not in cli and "import_module" not in cli
+    for mod in ("copy_task", "multi30k", "model_variations", "attention_maps", "performance", "ctranslate2_export"):
+        assert re.search(rf"^from \.{mod} import", cli, re.M), mod
+    for f in pkg.glob("*.py"):
+        if f.name in ("cli.py", "__main__.py", "_modidx.py"): continue
+        assert not re.search(r"from \.cli import|annotated_transformer\.cli", f.read_text(encoding="utf-8")), f.name

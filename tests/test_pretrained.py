@@ -11,7 +11,8 @@ from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
 from annotated_transformer.model import count_parameters, create_transformer
 from annotated_transformer.pretrained import (CONFIG, DATA_FILES, SHIPPED, SHIPPED_SHA256SUMS, SUMS, VOCAB, WEIGHTS,
                                               export_model, file_sha256, load_model)
-from annotated_transformer.training import TrainState, save_checkpoint
+from annotated_transformer.training import TrainState
+from annotated_transformer.checkpoints import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)  # tiny models: one thread is fastest on a busy machine

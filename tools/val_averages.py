@@ -4,7 +4,7 @@ Usage: python tools/val_averages.py NAME SRC TGT LABEL=STEPS ...   (STEPS: comma
 import sys, json, time, torch
 from pathlib import Path
 from annotated_transformer.decoding import average_checkpoints
-from annotated_transformer.training import model_from_checkpoint, load_checkpoint
+from annotated_transformer.checkpoints import model_from_checkpoint, load_checkpoint
 from annotated_transformer.data import load_split, codec_from_dict
 from annotated_transformer.evaluation import evaluate_bleu
 torch.set_num_threads(int(__import__("os").environ.get("OMP_NUM_THREADS", "1")))

@@ -1,0 +1,68 @@
+"Translation benchmark (appendix: ctranslate2_export) and chapter 14's fast search: the result's structure on a tiny model; no timed assertions."
+import json
+
+import pytest
+import torch
+
+ctranslate2 = pytest.importorskip(
+    "ctranslate2", reason="ctranslate2 is not installed: the benchmark compares against it (pip install 'annotated-transformer[ctranslate2]')")
+
+from annotated_transformer.ctranslate2_export import LEVERS, bench_table, bench_translation, quantize_int8
+from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
+from annotated_transformer.decoding import decode_corpus, strip_hypothesis
+from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
+from annotated_transformer.evaluation import encode_sources
+from annotated_transformer.model import create_transformer
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    pairs = load_split("val", SAMPLE_DIR, 8, download=False)
+    codec = BPECodec.build(load_split("train", SAMPLE_DIR, 200, download=False), vocab_size=300)
+    torch.manual_seed(0)
+    m = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, "tiny", share_embeddings=True, max_len=64).eval()
+    with torch.no_grad():
+        m.generator.proj.bias[EOS_IDX] += 1.5                    # assorted lengths
+        m.generator.proj.bias[[PAD_IDX, BOS_IDX]] = -30.0
+    return m, codec, pairs
+
+
+def test_bench_structure(setup):
+    m, codec, pairs = setup
+    res = bench_translation(m, codec=codec, pairs=pairs, threads=(1, 2), repeats=1, latency_sentences=2, lever_sentences=4, batch_size=4)
+    assert json.loads(json.dumps(res)) == res                                     # plain data
+    for key in ("command", "cpu_capability", "torch", "ctranslate2", "torch_threads", "cpu_count", "runs", "latency", "levers"):
+        assert key in res, key
+    assert res["command"].startswith("bench_translation(") and res["sentences"] == len(pairs)
+    names = {r["name"] for r in res["runs"]}
+    assert {"ours fp32, 1 thr", "ours int8, 1 thr", "CT2 float32, 1 thr", "CT2 int8, 1 thr", "ours fp32, 2 thr",
+            "ours fp32, 2 workers", "CT2 float32, 2 workers", "CT2 int8, 2 workers"} <= names
+    for r in res["runs"]:
+        assert r["sentences_per_s"] > 0 and r["tokens_per_s"] >= 0 and 0 <= r["bleu"] <= 100 and len(r["seconds"]) == 1
+        assert r["cores"] == r["threads"] * r["workers"] and r["vs_ct2_float32_best"] is not None
+    assert [r["vs_ct2_float32"] for r in res["runs"] if r["name"].startswith("CT2 float32")] == [1.0, 1.0, 1.0]
+    assert [r["engine"] for r in res["latency"]] == ["ours fp32", "CT2 float32"]
+    assert all(r["p50_ms"] <= r["p90_ms"] for r in res["latency"])
+    assert [r["lever"] for r in res["levers"]] == list(LEVERS)
+    assert all(r["identical"] == r["sentences"] == 4 for r in res["levers"] if r["exact"])   # exact levers: the same ids
+    table = bench_table(res)
+    assert "| ours fp32, 1 thr |" in table and "lever" in table and res["command"] in table
+
+
+def test_fast_search_workers_and_int8(setup):
+    m, codec, pairs = setup
+    ids, _ = encode_sources(codec, [s for s, _ in pairs], 64)
+    ref = decode_corpus(m, ids, fast=False)
+    assert decode_corpus(m, ids) == ref                                          # fast_beam_search: the same ids
+    assert decode_corpus(m, ids, workers=2, batch_size=2) == ref                 # a worker per core: the same ids, in order
+    assert decode_corpus(m, ids, sort=False) == ref
+    q = quantize_int8(m)
+    assert isinstance(m.generator.proj, torch.nn.Linear)                          # the original is left as it was
+    assert len(decode_corpus(q, ids)) == len(ids)
+
+
+def test_strip_hypothesis():
+    assert strip_hypothesis([BOS_IDX, 5, 6, EOS_IDX, PAD_IDX, PAD_IDX]) == [5, 6]
+    assert strip_hypothesis([5, PAD_IDX, 6]) == [5, 6]
