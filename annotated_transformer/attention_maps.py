@@ -141,13 +141,13 @@ def translate_and_map(model: nn.Module,         # a trained `Transformer`
                       src: torch.Tensor,        # (1, src_len) int64 source ids with BOS and EOS
                       src_vocab=None,           # id -> source token (see `token_labels`)
                       tgt_vocab=None,           # id -> target token
-                      max_len: int|None=None,   # longest translation; default: src_len + 50
+                      max_new_tokens: int|None=None,   # longest translation; default: src_len + 50
                      ) -> AttentionMaps:
     "Greedy-translate one sentence and record the attention maps of the model producing that translation."
     if src.dim() != 2 or src.shape[0] != 1: raise ValueError(f"src must be one sentence, shape (1, src_len), got {tuple(src.shape)}")
     training = model.training
     model.eval()
-    try: out = greedy_decode(model, src, model.make_src_mask(src), max_len or src.shape[1] + 50)[0]   # (≤ max_len,)
+    try: out = greedy_decode(model, src, model.make_src_mask(src), max_new_tokens or src.shape[1] + 50)[0]   # (≤ max_new_tokens,)
     finally: model.train(training)
     ends = (out == EOS_IDX).nonzero()
     out = out[:int(ends[0])] if len(ends) else out                  # the translation, without EOS
@@ -230,12 +230,12 @@ def codec_vocabs(codec, # a `WordCodec` or `BPECodec` (see `annotated_transforme
 def map_sentence(model: nn.Module,       # a trained `Transformer`, e.g. from `load_model` or `load_translator`
                  codec,                  # its text pipeline, a `WordCodec` or `BPECodec`
                  sentence: str,          # a raw source sentence
-                 max_len: int|None=None, # longest translation; default: src_len + 50
+                 max_new_tokens: int|None=None, # longest translation; default: src_len + 50
                 ) -> AttentionMaps:
     "Encode one raw sentence (cut to the model's `max_len`, as `encode_sources` does), greedy-translate it, record its maps."
     ids, _ = encode_sources(codec, [sentence], getattr(getattr(model, "config", None), "max_len", None))
     src = torch.tensor(ids, device=next(model.parameters()).device)   # (1, src_len) int64, <s> … </s>
-    return translate_and_map(model, src, *codec_vocabs(codec), max_len=max_len)
+    return translate_and_map(model, src, *codec_vocabs(codec), max_new_tokens=max_new_tokens)
 
 # %% ../nbs/18_attention_maps.ipynb #76ba8b41
 def save_attention_maps(model: nn.Module, codec, # a trained `Transformer` and its text pipeline

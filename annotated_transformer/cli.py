@@ -18,19 +18,19 @@ from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint, m
 from .data import Corpus, iter_lines, ensure_splits, default_test_split, resolve_data_dir
 from .evaluation import translate, score_sets, score_table
 from .copy_task import COPY_MAX_STEPS, RecipeMismatch, train_copy, copy_scores
-from .multi30k import (RECIPES, Multi30kRecipe, train_multi30k, default_recipe_name, default_checkpoint_dir,
-    open_translator, translate_nbest, nbest_row)
+from annotated_transformer.multi30k import (RECIPES, Multi30kRecipe, train_multi30k, default_recipe_name, default_checkpoint_dir,
+    translate_nbest, nbest_row)
 from .model_variations import BASE, STEPS, run_variations, variations_table
 from .attention_maps import KINDS, save_attention_maps
 from .performance import run_benchmarks, format_report
-from .ctranslate2_export import export_ctranslate2
-from .pretrained import export_model
+from .ctranslate2_export import export_ctranslate2, bench_translation, bench_table
+from .pretrained import export_model, open_translator
 
 # %% auto #0
 __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_float', 'lang_code', 'vocab_arg', 'Options',
            'deprecated', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command', 'train_copy_command',
            'translate_command', 'average_command', 'eval_corpus', 'evaluate_command', 'attention_command', 'parse_base',
-           'variations_command', 'bench_command', 'export_command', 'main']
+           'variations_command', 'bench_command', 'export_command', 'bench_translate_command', 'main']
 
 # %% ../nbs/92_cli.ipynb #5b2c8f06
 def positive_int(s: str) -> int:
@@ -39,6 +39,10 @@ def positive_int(s: str) -> int:
     except ValueError: raise argparse.ArgumentTypeError(f"{s!r} is not an integer")
     if v < 1: raise argparse.ArgumentTypeError(f"{v} must be at least 1")
     return v
+
+def _int_list(s: str) -> tuple[int, ...]:
+    "argparse type: comma-separated integers ≥ 1 (`--threads 1,2`)."
+    return tuple(positive_int(x) for x in s.split(","))
 
 def non_negative_float(s: str) -> float:
     "argparse type: a float ≥ 0."
@@ -196,6 +200,13 @@ def _add_bench(sub):
     b.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     add_field(b, Options, "json")
     add_field(b, Options, "device")
+    t = b.add_argument_group("translation speed against CTranslate2 (chapter 34; needs the ctranslate2 extra)")
+    t.add_argument("--translate", action="store_true", help="decode a test set with ours and with CTranslate2 on the same weights")
+    add_field(t, Options, "model", default="de-en"); add_field(t, Options, "data_dir")
+    for name in ("n_sentences", "repeats", "latency_sentences", "lever_sentences"): add_field(t, bench_translation, name)
+    t.add_argument("--threads", type=_int_list, default=(1, 2), help="thread counts, comma-separated (default: 1,2)")
+    add_field(t, Options, "beam_size"); add_field(t, Options, "length_penalty"); add_field(t, Options, "batch_size")
+    t.add_argument("--output", metavar="FILE", default=None, help="also write the result as JSON to FILE")
 
 # %% ../nbs/92_cli.ipynb #3c72c988
 def _add_variations(sub):
@@ -325,7 +336,7 @@ def train_multi30k_command(args) -> int:
         print(f"val BLEU of the average of {len(res['averaged'])} checkpoints {res['val_bleu_averaged']:.2f}, "
               f"of the last checkpoint {res['val_bleu_last']:.2f}: keeping the {res['selected']} model")
     print(f"model: {res['checkpoint']}\nhistory: {', '.join(res['history'])}")
-    print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['alpha']}:\n" + score_table(res["scores"]))
+    print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['length_penalty']}:\n" + score_table(res["scores"]))
     return 0
 
 # %% ../nbs/92_cli.ipynb #28e964c7
@@ -391,7 +402,7 @@ def translate_command(args) -> int:
     "`annotated-transformer translate`: one translation per input line (arguments, --input or stdin) to stdout or --output; or an n-best list."
     model, codec, _ = _open(args)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    kw = dict(beam_size=args.beam_size, alpha=args.length_penalty, batch_size=args.batch_size, warn=warn)
+    kw = dict(beam_size=args.beam_size, length_penalty=args.length_penalty, batch_size=args.batch_size, warn=warn)
     if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():   # interactive
         with _writer(args.output) as out:
             for i, raw in enumerate(sys.stdin.buffer, 1):
@@ -453,7 +464,7 @@ def evaluate_command(args) -> int:
     rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size, progress=True)
     written = _write_hypotheses(args.output, rows)
     rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items() if k != "hypotheses"} for r in rows]
-    res = {**info, "beam_size": args.beam_size, "alpha": args.length_penalty, "sets": rows, "hypotheses": written}
+    res = {**info, "beam_size": args.beam_size, "length_penalty": args.length_penalty, "sets": rows, "hypotheses": written}
     if len(rows) == 1:                                     # one set: its numbers at the top level too
         r = rows[0]; res.update(split=r["set"], bleu=r["bleu"], chrf=r["chrf"], signature=r["bleu_signature"], sentences=r["sentences"])
     if args.json: print(json.dumps(res, ensure_ascii=False))
@@ -498,6 +509,7 @@ def variations_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #633e3743
 def bench_command(args) -> int:
     "`annotated-transformer bench [--quick] [--json] [--device D]`: run the benchmarks; print the ratios, or one JSON object."
+    if args.translate: return bench_translate_command(args)
     res = run_benchmarks(quick=args.quick, device=args.device, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(res) if args.json else format_report(res))
     return 0
@@ -516,6 +528,20 @@ def export_command(args) -> int:
         except ImportError as e: raise RuntimeError(str(e)) from None    # the command line reports it as an error
     else: raise ValueError(f"--format {fmt!r}: expected safetensors or ctranslate2")
     print(f"wrote {out}")
+    return 0
+
+# %% ../nbs/92_cli.ipynb #eb2b5a54
+def bench_translate_command(args) -> int:
+    "`bench --translate`: ours against CTranslate2 on the same weights (chapter 34's `bench_translation`); the table, or JSON."
+    cmd = shlex.join(["annotated-transformer", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else None
+    res = bench_translation(model=args.model, n_sentences=args.n_sentences, beam_size=args.beam_size, length_penalty=args.length_penalty,
+                            batch_size=args.batch_size, threads=args.threads, repeats=args.repeats,
+                            latency_sentences=args.latency_sentences, lever_sentences=args.lever_sentences,
+                            data_dir=args.data_dir, command=cmd)
+    if args.output:
+        tmp = Path(args.output).with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"); os.replace(tmp, args.output)
+    print(json.dumps(res) if args.json else bench_table(res))
     return 0
 
 # %% ../nbs/92_cli.ipynb #390ce819

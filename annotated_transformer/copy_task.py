@@ -68,7 +68,7 @@ def exact_match(model: Transformer,        # a trained copy model
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i:i + batch_size]
         b = collate_batch(chunk).to(device)
-        out = greedy_decode(model, b.src, b.src_mask, max_len=b.src.shape[1] + 2).tolist()
+        out = greedy_decode(model, b.src, b.src_mask, max_new_tokens=b.src.shape[1] + 2).tolist()
         for row, (_, tgt) in zip(out, chunk):
             ref = tgt[1:].tolist()                       # symbols + EOS, without BOS
             ok += row[:len(ref)] == ref
@@ -168,6 +168,7 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
     loader = token_batch_loader(train, batch_tokens, seed=seed)
     loss = LabelSmoothingLoss(COPY_VOCAB_SIZE, label_smoothing, PAD_IDX)
     fit_kwargs.setdefault("extra", {"task": "copy", "recipe": recipe})
+    fit_kwargs.setdefault("nonpad_logits", False)   # the recipe's runs project every position; see the callout below
     state = fit(model, loader, opt, sched, loss, max_steps=max_steps, clip_grad=clip_grad, device=device, **fit_kwargs)
     return model, state, train
 

@@ -14,7 +14,7 @@ from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
 from . import decoding
-from .decoding import length_penalty, decode_corpus, strip_hypothesis
+from .decoding import length_normalization, decode_corpus, strip_hypothesis
 from .evaluation import encode_sources, translate, corpus_bleu
 from .checkpoints import load_checkpoint, model_from_checkpoint
 from .pretrained import export_model, load_model
@@ -160,9 +160,9 @@ def load_ctranslate2(model_dir: str|os.PathLike,  # a folder written by `export_
     return tr, codec, meta
 
 # %% ../nbs/34_ctranslate2_export.ipynb #c52e0649
-def _pick(hyps: list[list[int]], scores: list[float], alpha: float, penalty: str) -> list[int]:
+def _pick(hyps: list[list[int]], scores: list[float], length_penalty: float, penalty: str) -> list[int]:
     "The hypothesis to keep: the best GNMT-normalised one of the final beam, or CTranslate2's own first."
-    if penalty == "gnmt" and len(hyps) > 1: return max(zip(scores, hyps), key=lambda x: x[0] / length_penalty(len(x[1]), alpha))[1]
+    if penalty == "gnmt" and len(hyps) > 1: return max(zip(scores, hyps), key=lambda x: x[0] / length_normalization(len(x[1]), length_penalty))[1]
     return hyps[0]
 
 # %% ../nbs/34_ctranslate2_export.ipynb #129770b6
@@ -170,7 +170,7 @@ def decode_ctranslate2(translator,                  # a `ctranslate2.Translator`
                        codec: WordCodec|BPECodec,   # the model's codec: its vocabularies
                        sources: Sequence[Sequence[int]], # source ids per sentence, <s> … </s> (as `encode_sources` makes)
                        beam_size: int=4,            # K; 1 = greedy
-                       alpha: float=0.6,            # length-penalty α
+                       length_penalty: float=0.6,            # length-penalty α
                        batch_size: int=64,          # sentences per batch (CTranslate2 sorts them by length)
                        extra_len: int=50,           # maximum output length = source length + extra_len, as ours
                        max_len: int=1024,           # the model's positional table: no output is longer
@@ -185,19 +185,22 @@ def decode_ctranslate2(translator,                  # a `ctranslate2.Translator`
     groups: dict[int, list[int]] = {}                              # output cap -> sentences: one call per cap, as ours caps each
     for k, s in enumerate(sources): groups.setdefault(min(len(s) + extra_len, max_len), []).append(k)
     out: list[list[int]] = [[] for _ in sources]
-    for cap, idx in groups.items():
-        res = translator.translate_batch([[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx], max_batch_size=batch_size,
-                                         beam_size=beam_size, length_penalty=0.0 if gnmt else alpha, num_hypotheses=beam_size if gnmt else 1,
-                                         return_scores=gnmt, return_end_token=True, max_decoding_length=cap, min_decoding_length=0, max_input_length=0)
+    pending = [(idx, translator.translate_batch([[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx], max_batch_size=batch_size,
+                                         beam_size=beam_size, length_penalty=0.0 if gnmt else length_penalty, num_hypotheses=beam_size if gnmt else 1,
+                                         return_scores=gnmt, return_end_token=True, max_decoding_length=cap, min_decoding_length=0,
+                                         max_input_length=0, asynchronous=True))     # all groups queued at once: every worker busy
+               for cap, idx in groups.items()]
+    for idx, res in pending:
         for k, r in zip(idx, res):
-            out[k] = strip_hypothesis(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores, alpha, penalty))
+            r = r.result()
+            out[k] = strip_hypothesis(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores, length_penalty, penalty))
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #7d7485d8
 def translate_ctranslate2(model_dir: str|os.PathLike|None,  # a folder written by `export_ctranslate2` (None: give `translator`)
                           sentences: Sequence[str],          # raw source sentences
                           beam_size: int=4,                  # K (1 = greedy)
-                          alpha: float=0.6,                  # length-penalty α
+                          length_penalty: float=0.6,                  # length-penalty α
                           batch_size: int=64,                # sentences decoded together
                           penalty: str="gnmt",               # "gnmt" (ours) or "ctranslate2", see `decode_ctranslate2`
                           translator: tuple|None=None,       # an opened `load_ctranslate2(...)`, reused across calls
@@ -208,7 +211,7 @@ def translate_ctranslate2(model_dir: str|os.PathLike|None,  # a folder written b
     sentences = list(sentences)
     todo = [i for i, s in enumerate(sentences) if s.strip()]
     ids, _ = encode_sources(codec, [sentences[i] for i in todo], meta["max_len"])
-    hyps = decode_ctranslate2(tr, codec, ids, beam_size, alpha, batch_size, max_len=meta["max_len"], penalty=penalty)
+    hyps = decode_ctranslate2(tr, codec, ids, beam_size, length_penalty, batch_size, max_len=meta["max_len"], penalty=penalty)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
@@ -247,9 +250,9 @@ def _with_threads(n: int, f):
     return run
 
 # %% ../nbs/34_ctranslate2_export.ipynb #6e2cffa4
-def _engines(model, codec, ids, ct2_dir, threads, beam_size, alpha, batch_size, int8_ours: bool) -> dict:
+def _engines(model, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size, int8_ours: bool) -> dict:
     "name -> (description, decoder): ours and CTranslate2 float32/int8 at each thread count, and a worker per core."
-    kw, ml = dict(beam_size=beam_size, alpha=alpha, batch_size=batch_size), model.config.max_len
+    kw, ml = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size), model.config.max_len
     q = quantize_int8(model) if int8_ours else None
     ct2 = lambda ct, intra, inter: (lambda tr: lambda: decode_ctranslate2(tr[0], codec, ids, max_len=ml, **kw))(
         load_ctranslate2(ct2_dir, compute_type=ct, intra_threads=intra, inter_threads=inter))
@@ -271,11 +274,11 @@ def _engines(model, codec, ids, ct2_dir, threads, beam_size, alpha, batch_size, 
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #ee07e937
-def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int, alpha: float) -> list[dict]:
+def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int, length_penalty: float) -> list[dict]:
     "Single-sentence `translate` (text in, text out, one thread), ours and CTranslate2 float32 in turn: p50 and p90 in ms."
     info = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2], {"max_len": model.config.max_len})
-    runs = {"ours fp32": lambda s: translate(model, codec, [s], beam_size, alpha),
-            "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, alpha, translator=info)}
+    runs = {"ours fp32": lambda s: translate(model, codec, [s], beam_size, length_penalty),
+            "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, length_penalty, translator=info)}
     ms = {n: [] for n in runs}
     with torch.inference_mode():
         for s in sentences:
@@ -296,9 +299,9 @@ def _lever_off(name: str):
 
 LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1", "cross-attention rows kept", "inference_mode", "int8 linear layers")
 
-def _levers(model, codec, ids, refs, beam_size, alpha, batch_size, repeats) -> list[dict]:
+def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size, repeats) -> list[dict]:
     "Each lever on (everything else on) against off, one thread, interleaved: speed-up, identical ids, BLEU of each."
-    kw = dict(beam_size=beam_size, alpha=alpha, batch_size=batch_size)
+    kw = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
     on = lambda: decode_corpus(model, ids, **kw)
     def off(name):
         if name == "sorted batches": return lambda: decode_corpus(model, ids, sort=False, **kw)
@@ -347,7 +350,7 @@ def _ratios(runs: list[dict]):
 def bench_translation(model: str|os.PathLike|Transformer="de-en", # a shipped name, a model folder or checkpoint, or a `Transformer` (give `codec`)
                       split: str="test_2016_flickr",  # the Multi30k split to translate (ignored with `pairs`)
                       n_sentences: int=1000,          # its first n sentences
-                      beam_size: int=4, alpha: float=0.6, batch_size: int=64,   # the search, as `decode_corpus`
+                      beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,   # the search, as `decode_corpus`
                       threads: Sequence[int]=(1, 2),  # thread counts; t > 1 also runs t workers of one thread each
                       repeats: int=2,                 # timed runs of each configuration, interleaved; the median counts
                       int8_ours: bool=True,           # also time ours with int8 linear layers (`quantize_int8`)
@@ -361,25 +364,25 @@ def bench_translation(model: str|os.PathLike|Transformer="de-en", # a shipped na
     split = split if pairs is None else "given pairs"
     pairs = list(pairs) if pairs is not None else load_split(split, data_dir)[:n_sentences]
     refs, ids = [t for _, t in pairs], encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
-    call = command or (f"bench_translation(model={where!r}, split={split!r}, n_sentences={len(pairs)}, beam_size={beam_size}, alpha={alpha}, "
+    call = command or (f"bench_translation(model={where!r}, split={split!r}, n_sentences={len(pairs)}, beam_size={beam_size}, length_penalty={length_penalty}, "
                        f"batch_size={batch_size}, threads={tuple(threads)}, repeats={repeats}, int8_ours={int8_ours}, "
                        f"latency_sentences={latency_sentences}, lever_sentences={lever_sentences})")
     with tempfile.TemporaryDirectory() as tmp:
         ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)      # float32; int8 is CTranslate2's compute_type
-        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, alpha, batch_size, int8_ours)
+        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size, int8_ours)
         timed = _interleaved({n: f for n, (_, f) in engines.items()}, repeats)
         runs = [_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines]
-        latency = _latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size, alpha) if latency_sentences else []
+        latency = _latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size, length_penalty) if latency_sentences else []
     _ratios(runs)
-    levers = _levers(m, codec, ids[:lever_sentences], refs[:lever_sentences], beam_size, alpha, batch_size, repeats) if lever_sentences else []
+    levers = _levers(m, codec, ids[:lever_sentences], refs[:lever_sentences], beam_size, length_penalty, batch_size, repeats) if lever_sentences else []
     return {"command": call, "model": where, "split": split, "sentences": len(pairs),
-            "beam_size": beam_size, "alpha": alpha, "batch_size": batch_size, **_environment(), "runs": runs, "latency": latency, "levers": levers}
+            "beam_size": beam_size, "length_penalty": length_penalty, "batch_size": batch_size, **_environment(), "runs": runs, "latency": latency, "levers": levers}
 
 # %% ../nbs/34_ctranslate2_export.ipynb #041fb7ce
 def bench_table(result: dict, # from `bench_translation` (or its JSON)
                ) -> str:      # Markdown: the speed table, latency, the lever table, and the command
     "The benchmark as Markdown tables, ratios against CTranslate2 float32 on as many cores."
-    L = [f"{result['sentences']} sentences, beam {result['beam_size']}, α {result['alpha']}, batch {result['batch_size']}; "
+    L = [f"{result['sentences']} sentences, beam {result['beam_size']}, α {result['length_penalty']}, batch {result['batch_size']}; "
          f"CPU {result['cpu_capability']}, {result['cpu_count']} cores; torch {result['torch']}, CTranslate2 {result['ctranslate2']}", "",
          "| engine | cores | sentences/s | tokens/s | × CT2 fp32 (same layout) | × CT2 fp32 (its best) | BLEU |",
          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -15,25 +15,25 @@ from .encoder_decoder import KVCache
 from .model import greedy_decode
 
 # %% auto #0
-__all__ = ['length_penalty', 'search_limits', 'beam_search', 'fast_beam_search', 'strip_hypothesis', 'decode_corpus']
+__all__ = ['length_normalization', 'search_limits', 'beam_search', 'fast_beam_search', 'strip_hypothesis', 'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
-def length_penalty(length: int|torch.Tensor, # |Y|, generated tokens including EOS
-                   alpha: float=0.6,          # α; 0 disables the penalty
+def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
+                   length_penalty: float=0.6,          # α; 0 disables the penalty
                   ) -> float|torch.Tensor:
     "GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, used in §6.1)."
-    return ((5 + length) / 6) ** alpha
+    return ((5 + length) / 6) ** length_penalty
 
 # %% ../nbs/14_decoding.ipynb #05c97eaf
 def search_limits(model: nn.Module,         # the model; its `config.max_len` (positional table) caps the output
                   src_mask: torch.Tensor,   # (batch, 1, 1, src_len) bool, True = real token
-                  max_len: int|None=None,   # generated tokens at most; None: source length + `extra_len`
+                  max_new_tokens: int|None=None,   # generated tokens at most; None: source length + `extra_len`
                   extra_len: int=50,        # §6.1: input length + 50
                  ) -> torch.Tensor:         # (batch,) int64 maximum output length per sentence, EOS included
     "The step at which each sentence's search stops at the latest (§6.1: input length + 50)."
-    if max_len is not None and max_len < 1: raise ValueError(f"max_len={max_len} must be at least 1")
+    if max_new_tokens is not None and max_new_tokens < 1: raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     B = src_mask.shape[0]
-    limit = src_mask.reshape(B, -1).sum(-1) + extra_len if max_len is None else torch.full((B,), max_len, device=src_mask.device)
+    limit = src_mask.reshape(B, -1).sum(-1) + extra_len if max_new_tokens is None else torch.full((B,), max_new_tokens, device=src_mask.device)
     cap = getattr(getattr(model, "config", None), "max_len", None)        # the positional table's length
     return limit if cap is None else limit.clamp(max=cap)
 
@@ -61,7 +61,7 @@ def _collect_finished(finished: list[list],   # per sentence: (normalised score,
                       seqs: torch.Tensor,     # (b·K, step) live beams, BOS first
                       top, parent, tok, is_eos, # (b, 2K) the best candidates and where they come from
                       at_limit: list[bool],   # per row group: this step is the sentence's last
-                      lp: float,              # length_penalty(step, α)
+                      lp: float,              # length_normalization(step, α)
                       K: int,                 # beam size
                      ) -> list[int]:          # row groups whose sentence goes on
     "Store the top-K candidates that end (EOS, or the length limit), in order, until a sentence has K; say who goes on."
@@ -82,8 +82,8 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
                 src: torch.Tensor,         # (batch, src_len) int64 source ids
                 src_mask: torch.Tensor,    # (batch, 1, 1, src_len) bool, True = real token
                 beam_size: int=4,          # K (§6.1: 4)
-                alpha: float=0.6,          # length-penalty α (§6.1: 0.6)
-                max_len: int|None=None,    # generated tokens at most; None: source length + `extra_len`
+                length_penalty: float=0.6,          # length-penalty α (§6.1: 0.6)
+                max_new_tokens: int|None=None,    # generated tokens at most; None: source length + `extra_len`
                 extra_len: int=50,         # §6.1: input length + 50
                 start_symbol: int=BOS_IDX,
                 end_symbol: int=EOS_IDX,
@@ -93,7 +93,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
     if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
     B, K, dev = src.shape[0], beam_size, src.device
     if B == 0: return torch.zeros(0, 0, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
-    limit = search_limits(model, src_mask, max_len, extra_len).tolist()
+    limit = search_limits(model, src_mask, max_new_tokens, extra_len).tolist()
     rows = torch.arange(B, device=dev).repeat_interleave(K)               # (batch·K,) sentence of each row
     memory, mask = model.encode(src, src_mask)[rows], src_mask[rows]      # (batch·K, src_len, d_model), (batch·K, 1, 1, src_len)
     cache = KVCache(len(model.decoder.layers))
@@ -106,7 +106,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
         top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K) each: log-prob, beam it extends, token it adds
         is_eos = tok == end_symbol
         keep = _collect_finished(finished, active, seqs, top, parent, tok, is_eos,
-                                 [step >= limit[i] for i in active], length_penalty(step, alpha), K)
+                                 [step >= limit[i] for i in active], length_normalization(step, length_penalty), K)
         if not keep: break
         alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) the K best that do not end
         kr = torch.tensor(keep, device=dev)
@@ -133,7 +133,7 @@ def _record_finished(top: torch.Tensor,   # (b, K) the top-K candidates' total l
                      ends: torch.Tensor,  # (b, K) bool: the candidate ends (EOS, or the sentence's length limit)
                      n_fin: torch.Tensor, # (b,) int64 hypotheses each sentence has finished so far
                      best: torch.Tensor,  # (b,) float64 the best normalised score so far (-inf: none)
-                     lp: float,           # length_penalty(step, α)
+                     lp: float,           # length_normalization(step, α)
                      K: int,              # beam size
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]: # n_fin, best, better (b,) bool, which (b,) candidate
     "`_collect_finished` on tensors: the candidates stored (in order, until K), and whether their best beats the best so far."
@@ -168,14 +168,14 @@ def _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos, go, k: in
 # %% ../nbs/14_decoding.ipynb #ad1dede5
 @torch.inference_mode()
 def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, # as `beam_search`; a `Transformer`
-                     beam_size: int=4, alpha: float=0.6, max_len: int|None=None, extra_len: int=50,
+                     beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None, extra_len: int=50,
                      start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_symbol: int=PAD_IDX,
                     ) -> tuple[torch.Tensor, torch.Tensor]: # the same ids and scores as `beam_search`
     "`beam_search`, faster: bookkeeping on tensors (one host sync per step, the stop test), one beam at step 1, cross-attention rows moved only when sentences leave."
     if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
     B, K, dev = src.shape[0], beam_size, src.device
     if B == 0: return torch.zeros(0, 0, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
-    limit = search_limits(model, src_mask, max_len, extra_len)            # (B,)
+    limit = search_limits(model, src_mask, max_new_tokens, extra_len)            # (B,)
     memory, mask, seqs, scores, k = _fast_start(model, src, src_mask, K, start_symbol)
     cache = KVCache(len(model.decoder.layers))
     n_fin, best = torch.zeros(B, dtype=torch.long, device=dev), torch.full((B,), -math.inf, dtype=torch.float64, device=dev)
@@ -187,7 +187,7 @@ def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor
         top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K)
         is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
         n, bst, better, j = _record_finished(top[:, :K], is_eos[:, :K] | at_limit[:, None], n_fin[active], best[active],
-                                             length_penalty(step, alpha), K)
+                                             length_normalization(step, length_penalty), K)
         r = torch.arange(b, device=dev)
         hyp = torch.cat([seqs.view(b, k, -1)[r, parent[r, j], 1:], tok[r, j, None]], 1)    # (b, step) this step's best
         out[active, :step] = torch.where(better[:, None], hyp, out[active, :step])
@@ -245,7 +245,7 @@ def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: tor
 def decode_corpus(model: nn.Module,                  # a `Transformer` in eval mode
                   sources: Sequence[Sequence[int]|torch.Tensor], # source ids per sentence (with BOS/EOS as trained)
                   beam_size: int=4,                  # K; 1 = greedy
-                  alpha: float=0.6,                  # length-penalty α
+                  length_penalty: float=0.6,                  # length-penalty α
                   batch_size: int=64,                # sentences per batch
                   extra_len: int=50,                 # maximum output length = source length + extra_len
                   device: str|torch.device|None=None, # default: the model's device
@@ -259,7 +259,7 @@ def decode_corpus(model: nn.Module,                  # a `Transformer` in eval m
     pad = getattr(getattr(model, "config", None), "pad_idx", PAD_IDX)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if sort else list(range(len(sources)))
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-    job = (model, sources, dict(beam_size=beam_size, alpha=alpha, extra_len=extra_len), pad, device, fast)
+    job = (model, sources, dict(beam_size=beam_size, length_penalty=length_penalty, extra_len=extra_len), pad, device, fast)
     results: list[list[int]] = [[] for _ in sources]
     from tqdm.auto import tqdm
     with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr, disable=not progress) as bar:

@@ -96,7 +96,7 @@ def translate(model: nn.Module,                # a trained `Transformer` in eval
               codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
               sentences: Sequence[str],        # raw source sentences
               beam_size: int=4,                # K (1 = greedy)
-              alpha: float=0.6,                # length-penalty α
+              length_penalty: float=0.6,                # length-penalty α
               batch_size: int=64,              # sentences decoded together
               progress: bool=False,            # tqdm bar on stderr
               warn: Callable[[str], None]|None=None, # receives a message per truncated sentence
@@ -108,23 +108,23 @@ def translate(model: nn.Module,                # a trained `Transformer` in eval
     ids, cut = encode_sources(codec, [sentences[i] for i in todo], max_len)
     for j in cut:
         if warn: warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} tokens; translating its first {max_len - 2}")
-    hyps = decode_corpus(model, ids, beam_size, alpha, batch_size, progress=progress)
+    hyps = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
 
 def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
                   pairs: Sequence[tuple[str, str]],            # (source, reference) raw sentence pairs
-                  beam_size: int=4, alpha: float=0.6, batch_size: int=64, progress: bool=False,
+                  beam_size: int=4, length_penalty: float=0.6, batch_size: int=64, progress: bool=False,
                  ) -> tuple[BleuResult, list[str]]:            # the score and the hypotheses
     "Translate the source side of `pairs` and score it against the raw references with sacreBLEU."
-    hyps = translate(model, codec, [s for s, _ in pairs], beam_size, alpha, batch_size, progress)
+    hyps = translate(model, codec, [s for s, _ in pairs], beam_size, length_penalty, batch_size, progress)
     return corpus_bleu(hyps, [t for _, t in pairs]), hyps
 
 # %% ../nbs/15_evaluation.ipynb #8d3b1e62
 def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `translate`
                sets: dict[str, Sequence[tuple[str, str]]],      # set name -> (source, reference) raw sentence pairs
-               beam_size: int=4, alpha: float=0.6, batch_size: int=64, progress: bool=False,
+               beam_size: int=4, length_penalty: float=0.6, batch_size: int=64, progress: bool=False,
               ) -> list[dict]:  # per set: set, sentences, bleu, chrf, bleu_signature, chrf_signature, decode_s, hypotheses
     "Translate and score each set with sacreBLEU's BLEU and chrF; one row per set, in the order given."
     rows = []
@@ -132,7 +132,7 @@ def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `transla
         pairs = list(pairs)
         if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
         t = time.perf_counter()
-        bleu, hyps = evaluate_bleu(model, codec, pairs, beam_size, alpha, batch_size, progress)
+        bleu, hyps = evaluate_bleu(model, codec, pairs, beam_size, length_penalty, batch_size, progress)
         seconds = time.perf_counter() - t
         chrf = corpus_chrf(hyps, [r for _, r in pairs])
         rows.append({"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,

@@ -218,28 +218,28 @@ EARLY_STOP_EVERY = {"cpu": 1}  # device type -> decoding steps between checks th
 def greedy_decode(model: EncoderDecoder,  # a trained `Transformer`, switched to eval mode by the caller
                   src: torch.Tensor,       # (batch, src_len) int64 source ids
                   src_mask: torch.Tensor,  # (batch, 1, 1, src_len) bool, True = real token
-                  max_len: int,            # maximum number of generated tokens
+                  max_new_tokens: int,            # maximum number of generated tokens
                   start_symbol: int=BOS_IDX, # the decoder's start symbol
                   end_symbol: int=EOS_IDX,   # generation stops after this token
                   pad_symbol: int=PAD_IDX,   # fills rows that have finished
                   use_cache: bool=True,      # incremental decoding with a key/value cache
-                 ) -> torch.Tensor:          # (batch, ≤ max_len) int64, without the start symbol
+                 ) -> torch.Tensor:          # (batch, ≤ max_new_tokens) int64, without the start symbol
     "Batched greedy decoding; each row stops at its `end_symbol`, then holds `pad_symbol`."
-    if max_len < 1: raise ValueError(f"max_len={max_len} must be at least 1")
+    if max_new_tokens < 1: raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     memory = model.encode(src, src_mask)
     B = src.shape[0]
     ys = torch.full((B, 1), start_symbol, dtype=torch.long, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     cache = KVCache(len(model.decoder.layers)) if use_cache else None
     every = EARLY_STOP_EVERY.get(src.device.type, 16)    # reading `done` back makes a GPU wait: only every few steps
-    stop = torch.full((), max_len, device=src.device)     # tokens generated when the last row ended
-    for t in range(max_len):
+    stop = torch.full((), max_new_tokens, device=src.device)     # tokens generated when the last row ended
+    for t in range(max_new_tokens):
         if use_cache: h = model.decode(memory, src_mask, ys[:, -1:], None, cache)       # (batch, 1, d_model)
         else: h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], src.device))  # (batch, t, d_model)
         nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_symbol)        # (batch,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == end_symbol
-        stop = torch.where(done.all() & (stop == max_len), t + 1, stop)
+        stop = torch.where(done.all() & (stop == max_new_tokens), t + 1, stop)
         if (t + 1) % every == 0 and bool(done.all()): break
     return ys[:, 1:1 + int(stop)]                         # without steps run after every row had ended
 

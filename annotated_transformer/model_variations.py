@@ -123,7 +123,7 @@ def run_variant(variant: Variant,              # what to change
         res = train_multi30k("small", Path(tmp) / "run", data_dir, max_steps=steps, seed=seed, src="en", tgt="de",
                              evaluate_splits=("val",), max_train_pairs=max_train_pairs, max_eval_sentences=max_eval_sentences,
                              progress=progress, log=lambda m: None, model_overrides=model_cfg, average=1,
-                             save_every=steps, beam_size=4, alpha=0.6, **recipe)
+                             save_every=steps, beam_size=4, length_penalty=0.6, **recipe)
         model, codec, _ = load_translator(res["checkpoint"])
         dev = load_split("val", data_dir, src="en", tgt="de")[:max_eval_sentences]
         ppl = dev_perplexity(model, codec, dev)

@@ -22,10 +22,8 @@ from .runtime import seed_everything, distributed_session, hardware_summary
 from .copy_task import RecipeMismatch
 from .data import build_codec, codec_from_dict, check_direction, resolve_data_dir, Corpus, encode_corpus
 from .encoder_decoder import KVCache
-from .decoding import length_penalty
+from .decoding import length_normalization
 from .evaluation import translate, evaluate_bleu, score_sets, encode_sources
-from .pretrained import load_model
-
 
 # %% auto #0
 __all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'Multi30kRecipe', 'default_recipe_name', 'default_checkpoint_dir',
@@ -33,7 +31,7 @@ __all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'Multi30kRecipe', 'defaul
            'tensorboard_writer', 'log_to_tensorboard', 'train_multi30k', 'open_run_dir', 'resume_run', 'new_recipe',
            'Multi30kRun', 'prepare_run', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run',
            'average_last', 'run_summary', 'choose_and_score', 'load_translator', 'nbest_search', 'nbest_row',
-           'translate_nbest', 'open_translator', 'bleu_sweep', 'plot_bleu_sweep']
+           'translate_nbest', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -55,12 +53,13 @@ class Multi30kRecipe:
     save_every: int = 100         # updates between checkpoints
     average: int = 5              # average the last this-many checkpoints (§6.1)
     beam_size: int = 4            # §6.1
-    alpha: float = 0.6            # length penalty α (§6.1)
+    length_penalty: float = 0.6            # length penalty α (§6.1)
 
     def to_dict(self) -> dict: return asdict(self)
     @classmethod
     def from_dict(cls, d: dict) -> "Multi30kRecipe":
         "A recipe from a dict (e.g. a checkpoint's), refusing unknown keys."
+        d = {("length_penalty" if k == "alpha" else k): v for k, v in d.items()}  # recipes saved before the rename
         return dataclass_from_dict(cls, d, "recipe")
 
 RECIPES = {
@@ -106,7 +105,7 @@ def check_same_direction(have: tuple[str, str], # what the model translates
                          f"use a model trained {want[0]}→{want[1]} (train one with src={want[0]!r}, tgt={want[1]!r})")
 
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
-RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "alpha")  # recipe fields a resumed run applies
+RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "length_penalty")  # recipe fields a resumed run applies
 RUN_KEYS = {"recipe_name": "preset", "seed": "seed", "max_train_pairs": "max_train_pairs"}  # run setting -> its key in a checkpoint's extra
 
 def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, preset (the recipe's name), seed, max_train_pairs, vocab
@@ -394,7 +393,7 @@ def choose_and_score(run: Multi30kRun, candidates: list, results: dict, # from `
                      max_eval_sentences: int|None=None, progress: bool=True) -> dict:
     "Keep the candidate with the better validation BLEU; score it on every split; add the scores and 5 examples to `results`."
     sets = {s: run.corpus.pairs(s, run.src, run.tgt)[:max_eval_sentences] for s in run.evaluate_splits}
-    score = lambda m, names: score_sets(m, run.codec, {s: sets[s] for s in names}, run.recipe.beam_size, run.recipe.alpha,
+    score = lambda m, names: score_sets(m, run.codec, {s: sets[s] for s in names}, run.recipe.beam_size, run.recipe.length_penalty,
                                         progress=progress)
     chosen, on_val = candidates[0], {}
     if "val" in sets and len(candidates) > 1:           # pick the averaged or the last model by validation BLEU
@@ -434,7 +433,7 @@ def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or 
 # %% ../nbs/16_multi30k.ipynb #e534079f
 @torch.no_grad()
 def nbest_search(model, src: torch.Tensor, # a `Transformer` in eval mode; (1, src_len) int64 ids <s> … </s>
-                 n_best: int, beam_size: int=4, alpha: float=0.6, extra_len: int=50,
+                 n_best: int, beam_size: int=4, length_penalty: float=0.6, extra_len: int=50,
                 ) -> list[tuple[float, list[int]]]: # up to max(n_best, beam_size) … cut to n_best: (score, ids ending in EOS), best first
     "Beam search (§6.1) for one sentence, returning its `n_best` finished hypotheses with their length-normalised scores."
     K, mask = max(beam_size, n_best), model.make_src_mask(src)                  # (1, 1, 1, src_len)
@@ -450,7 +449,7 @@ def nbest_search(model, src: torch.Tensor, # a `Transformer` in eval mode; (1, s
         for j in range(K):
             if len(finished) >= K: break
             if (tok[j] == EOS_IDX or step == limit) and top[j] > -math.inf:
-                finished.append((float(top[j]) / length_penalty(step, alpha), seqs[parent[j], 1:].tolist() + [int(tok[j])]))
+                finished.append((float(top[j]) / length_normalization(step, length_penalty), seqs[parent[j], 1:].tolist() + [int(tok[j])]))
         if len(finished) >= K or step == limit: break
         alive, pos = top.masked_fill(tok == EOS_IDX, -math.inf).topk(K)           # the K best that go on
         cache.reorder(parent[pos]); seqs = torch.cat([seqs[parent[pos]], tok[pos][:, None]], 1); scores = alive
@@ -461,7 +460,7 @@ def nbest_row(index: int, rank: int, score: float, text: str) -> str:
     "One line of the n-best TSV: input line (from 1), rank (from 1), score, translation (tabs and newlines as spaces)."
     return f"{index}\t{rank}\t{score:.4f}\t{' '.join(text.split())}"
 
-def translate_nbest(model, codec, sentences, n_best: int, beam_size: int=4, alpha: float=0.6, warn=None, progress: bool=False,
+def translate_nbest(model, codec, sentences, n_best: int, beam_size: int=4, length_penalty: float=0.6, warn=None, progress: bool=False,
                    ) -> list[list[tuple[float, str]]]: # per sentence: (score, detokenized translation), best first; [] for a blank line
     "The `n_best` translations of each raw sentence (over-long ones cut to the model's length, with a warning)."
     from tqdm.auto import tqdm
@@ -471,40 +470,20 @@ def translate_nbest(model, codec, sentences, n_best: int, beam_size: int=4, alph
         if warn: warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} tokens; translating its first {max_len - 2}")
     out, dev = [[] for _ in sentences], next(model.parameters()).device
     for i, x in zip(todo, tqdm(ids, desc="decoding", unit="sent", file=sys.stderr, disable=not progress)):
-        out[i] = [(s, codec.decode_tgt(h)) for s, h in nbest_search(model, torch.tensor([x], device=dev), n_best, beam_size, alpha)]
+        out[i] = [(s, codec.decode_tgt(h)) for s, h in nbest_search(model, torch.tensor([x], device=dev), n_best, beam_size, length_penalty)]
     return out
-
-# %% ../nbs/16_multi30k.ipynb #c5ed4614
-def open_translator(checkpoint=None,  # a checkpoint written by `train` or `average`
-                    model=None,       # a shipped model's name ("de-en", "en-de") or a folder written by `export_model`
-                    device: str|torch.device="cpu",
-                    src: str|None=None, tgt: str|None=None, # the direction asked for (None: the model's)
-                   ):                 # (model in eval mode, codec, {"checkpoint" or "model", "src", "tgt"})
-    "A translator from a checkpoint, a model folder, or — given neither — the shipped model for the direction."
-    if checkpoint is not None and model is not None: raise ValueError("give a checkpoint or a model, not both")
-    if checkpoint is not None:
-        m, codec, ck = load_translator(checkpoint, device, src, tgt)
-        data = (ck.get("extra") or {}).get("data")             # where the run's data came from (absent in old checkpoints)
-        return m, codec, {"checkpoint": str(checkpoint), "src": direction(ck)[0], "tgt": direction(ck)[1], **({"data": data} if data else {})}
-    if model is None:
-        s = src or ("en" if tgt == "de" else "de"); t = tgt or ("de" if s == "en" else "en")
-        check_direction(s, t); model = f"{s}-{t}"
-    m, codec, meta = load_model(model, device)
-    check_same_direction((meta["src_lang"], meta["tgt_lang"]), src, tgt, f"model {model}")
-    return m, codec, {"model": str(model), "src": meta["src_lang"], "tgt": meta["tgt_lang"]}
-
 
 # %% ../nbs/16_multi30k.ipynb #19166391
 def bleu_sweep(model: torch.nn.Module,        # a trained `Transformer` in eval mode
                codec,                          # its text pipeline (from the checkpoint)
                pairs: list[tuple[str, str]],   # (source, reference) raw sentence pairs, e.g. the validation set
                beam_sizes=(1, 2, 4, 8),        # K values to try (1 = greedy)
-               alphas=(0.0, 0.6, 1.0),         # length-penalty α values to try
+               length_penalties=(0.0, 0.6, 1.0),         # length-penalty α values to try
                batch_size: int=64,             # sentences decoded together
               ) -> dict:                       # {(K, α): BLEU}
     "sacreBLEU for every (beam size, length penalty) pair: the §6.1 development-set experiment."
-    return {(k, a): evaluate_bleu(model, codec, pairs, beam_size=k, alpha=a, batch_size=batch_size)[0].score
-            for k in beam_sizes for a in alphas}
+    return {(k, a): evaluate_bleu(model, codec, pairs, beam_size=k, length_penalty=a, batch_size=batch_size)[0].score
+            for k in beam_sizes for a in length_penalties}
 
 def plot_bleu_sweep(grid: dict, # from `bleu_sweep`
                     title: str, # figure title

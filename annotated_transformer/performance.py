@@ -567,7 +567,7 @@ _FIGURES = {"training": _fig_training, "peak": _fig_peak, "levers": _fig_levers,
             "bf16": _fig_bf16, "memory": _fig_memory, "scaling": _fig_scaling}
 
 
-# %% ../nbs/19_performance.ipynb #10be398f
+# %% ../nbs/19_performance.ipynb #888e4b2a
 def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench --json` printed)
                which: str,       # "training", "peak", "levers", "decoding", "bf16", "memory" or "scaling"
                ax=None,

@@ -14,11 +14,14 @@ from safetensors.torch import load_file, save_file
 from .model import Transformer, count_parameters
 from .data import BPECodec, WordCodec, codec_from_dict
 from .checkpoints import load_checkpoint, model_from_checkpoint
+from .data import check_direction
+from .multi30k import load_translator, direction, check_same_direction
+
 
 # %% auto #0
 __all__ = ['MODEL_FORMAT', 'WEIGHTS', 'CONFIG', 'VOCAB', 'SUMS', 'CARD', 'DATA_FILES', 'STORAGE_DTYPES', 'MODELS_DIR', 'SHIPPED',
            'SHIPPED_SHA256SUMS', 'file_sha256', 'read_sha256sums', 'verify_model_dir', 'to_storage', 'from_storage',
-           'render_card', 'export_model', 'model_dir', 'load_model']
+           'render_card', 'export_model', 'model_dir', 'load_model', 'open_translator']
 
 # %% ../nbs/32_pretrained.ipynb #8acf5d2c
 MODEL_FORMAT = "annotated_transformer.model/1"
@@ -265,3 +268,23 @@ def load_model(name_or_dir: str|os.PathLike,   # "de-en" or "en-de" (SHIPPED), o
     if (getattr(codec, "src_lang", pair[0]), getattr(codec, "tgt_lang", pair[1])) != pair:   # a BPE codec may not record it
         raise ValueError(f"{folder}: its vocabulary is for {codec.src_lang}→{codec.tgt_lang} but {CONFIG} says {pair[0]}→{pair[1]}")
     return model, codec, {**meta, "path": str(folder)}
+
+# %% ../nbs/32_pretrained.ipynb #c5ed4614
+def open_translator(checkpoint=None,  # a checkpoint written by `train` or `average`
+                    model=None,       # a shipped model's name ("de-en", "en-de") or a folder written by `export_model`
+                    device: str|torch.device="cpu",
+                    src: str|None=None, tgt: str|None=None, # the direction asked for (None: the model's)
+                   ):                 # (model in eval mode, codec, {"checkpoint" or "model", "src", "tgt"})
+    "A translator from a checkpoint, a model folder, or — given neither — the shipped model for the direction."
+    if checkpoint is not None and model is not None: raise ValueError("give a checkpoint or a model, not both")
+    if checkpoint is not None:
+        m, codec, ck = load_translator(checkpoint, device, src, tgt)
+        data = (ck.get("extra") or {}).get("data")             # where the run's data came from (absent in old checkpoints)
+        return m, codec, {"checkpoint": str(checkpoint), "src": direction(ck)[0], "tgt": direction(ck)[1], **({"data": data} if data else {})}
+    if model is None:
+        s = src or ("en" if tgt == "de" else "de"); t = tgt or ("de" if s == "en" else "en")
+        check_direction(s, t); model = f"{s}-{t}"
+    m, codec, meta = load_model(model, device)
+    check_same_direction((meta["src_lang"], meta["tgt_lang"]), src, tgt, f"model {model}")
+    return m, codec, {"model": str(model), "src": meta["src_lang"], "tgt": meta["tgt_lang"]}
+
