@@ -530,7 +530,7 @@ def export_command(args) -> int:
     print(f"wrote {out}")
     return 0
 
-# %% ../nbs/92_cli.ipynb #eb2b5a54
+# %% ../nbs/92_cli.ipynb #4d771783
 def bench_translate_command(args) -> int:
     "`bench --translate`: ours against CTranslate2 on the same weights (chapter 34's `bench_translation`); the table, or JSON."
     cmd = shlex.join(["annotated-transformer", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else None

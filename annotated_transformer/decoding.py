@@ -48,10 +48,10 @@ def _candidates(scores: torch.Tensor, # (b, k) total log-prob of each live beam
     top, idx = cand.topk(min(2 * K, k * V), dim=1)                    # (b, 2K) best first
     return top, idx // V, idx % V
 
-def _best_finished(finished: list[list], pad_symbol: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
+def _best_finished(finished: list[list], pad_idx: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
     "Each sentence's finished hypothesis with the best normalised score (the first, on a tie), padded into one tensor."
     best = [max(f, key=lambda x: x[0]) for f in finished]
-    out = torch.full((len(best), max(len(h) for _, h in best)), pad_symbol, dtype=torch.long, device=dev)
+    out = torch.full((len(best), max(len(h) for _, h in best)), pad_idx, dtype=torch.long, device=dev)
     for i, (_, h) in enumerate(best): out[i, :len(h)] = torch.tensor(h, dtype=torch.long)
     return out, torch.tensor([s for s, _ in best], device=dev)
 
@@ -87,7 +87,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
                 extra_len: int=50,         # §6.1: input length + 50
                 start_symbol: int=BOS_IDX,
                 end_symbol: int=EOS_IDX,
-                pad_symbol: int=PAD_IDX,
+                pad_idx: int=PAD_IDX,
                ) -> tuple[torch.Tensor, torch.Tensor]: # (batch, out_len) int64 ids without BOS, ending in EOS then PAD; (batch,) scores
     "Batched beam search with a KV cache and the GNMT length penalty (§6.1)."
     if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
@@ -115,7 +115,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
         memory, mask = memory[index], mask[index]
         seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)  # (b'·K, step + 1)
         scores, active = alive[kr], [active[r] for r in keep]
-    return _best_finished(finished, pad_symbol, dev)
+    return _best_finished(finished, pad_idx, dev)
 
 # %% ../nbs/14_decoding.ipynb #ef15a5fb
 _SPEED = dict(one_beam_start=True, lazy_cross=True)   # chapter 34's lever table turns each off in turn; the ids stay the same
@@ -169,7 +169,7 @@ def _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos, go, k: in
 @torch.inference_mode()
 def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, # as `beam_search`; a `Transformer`
                      beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None, extra_len: int=50,
-                     start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_symbol: int=PAD_IDX,
+                     start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_idx: int=PAD_IDX,
                     ) -> tuple[torch.Tensor, torch.Tensor]: # the same ids and scores as `beam_search`
     "`beam_search`, faster: bookkeeping on tensors (one host sync per step, the stop test), one beam at step 1, cross-attention rows moved only when sentences leave."
     if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
@@ -179,7 +179,7 @@ def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor
     memory, mask, seqs, scores, k = _fast_start(model, src, src_mask, K, start_symbol)
     cache = KVCache(len(model.decoder.layers))
     n_fin, best = torch.zeros(B, dtype=torch.long, device=dev), torch.full((B,), -math.inf, dtype=torch.float64, device=dev)
-    out = torch.full((B, int(limit.max())), pad_symbol, dtype=torch.long, device=dev)  # each sentence's best finished one
+    out = torch.full((B, int(limit.max())), pad_idx, dtype=torch.long, device=dev)  # each sentence's best finished one
     out_len, active, step = torch.zeros(B, dtype=torch.long, device=dev), torch.arange(B, device=dev), 0
     while True:
         step, b = step + 1, active.shape[0]

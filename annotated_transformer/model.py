@@ -221,10 +221,10 @@ def greedy_decode(model: EncoderDecoder,  # a trained `Transformer`, switched to
                   max_new_tokens: int,            # maximum number of generated tokens
                   start_symbol: int=BOS_IDX, # the decoder's start symbol
                   end_symbol: int=EOS_IDX,   # generation stops after this token
-                  pad_symbol: int=PAD_IDX,   # fills rows that have finished
+                  pad_idx: int=PAD_IDX,   # fills rows that have finished
                   use_cache: bool=True,      # incremental decoding with a key/value cache
                  ) -> torch.Tensor:          # (batch, ≤ max_new_tokens) int64, without the start symbol
-    "Batched greedy decoding; each row stops at its `end_symbol`, then holds `pad_symbol`."
+    "Batched greedy decoding; each row stops at its `end_symbol`, then holds `pad_idx`."
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     memory = model.encode(src, src_mask)
     B = src.shape[0]
@@ -236,7 +236,7 @@ def greedy_decode(model: EncoderDecoder,  # a trained `Transformer`, switched to
     for t in range(max_new_tokens):
         if use_cache: h = model.decode(memory, src_mask, ys[:, -1:], None, cache)       # (batch, 1, d_model)
         else: h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], src.device))  # (batch, t, d_model)
-        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_symbol)        # (batch,)
+        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_idx)        # (batch,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == end_symbol
         stop = torch.where(done.all() & (stop == max_new_tokens), t + 1, stop)
