@@ -14,7 +14,8 @@ from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
 from . import decoding
-from .decoding import length_normalization, decode_corpus, strip_hypothesis
+from .decoding import length_normalization, decode_corpus
+from .data import sentence_ids
 from .evaluation import encode_sources, translate, corpus_bleu
 from .checkpoints import load_checkpoint, model_from_checkpoint
 from .pretrained import export_model, load_model
@@ -193,7 +194,7 @@ def decode_ctranslate2(translator,                  # a `ctranslate2.Translator`
     for idx, res in pending:
         for k, r in zip(idx, res):
             r = r.result()
-            out[k] = strip_hypothesis(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores, length_penalty, penalty))
+            out[k] = sentence_ids(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores, length_penalty, penalty))
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #7d7485d8

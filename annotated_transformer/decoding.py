@@ -13,9 +13,11 @@ from torch import nn
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .encoder_decoder import KVCache
 from .model import greedy_decode
+from .data import sentence_ids
+
 
 # %% auto #0
-__all__ = ['length_normalization', 'search_limits', 'beam_search', 'fast_beam_search', 'strip_hypothesis', 'decode_corpus']
+__all__ = ['length_normalization', 'search_limits', 'beam_search', 'fast_beam_search', 'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
@@ -199,15 +201,6 @@ def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor
         active, k = active[go], K
     return out[:, :int(out_len.max())], best.float()
 
-# %% ../nbs/14_decoding.ipynb #76384bc9
-def strip_hypothesis(ids: Sequence[int],    # a decoded row: tokens, perhaps `<s>`, `</s>` and padding
-                     pad_idx: int=PAD_IDX,  # the padding id
-                    ) -> list[int]:         # the tokens before the first `</s>`, without `<s>` and padding
-    "A hypothesis as the text pipeline takes it: cut at `</s>`, without `<s>` and `<pad>`."
-    ids = list(ids)
-    if EOS_IDX in ids: ids = ids[:ids.index(EOS_IDX)]
-    return [t for t in ids if t not in (pad_idx, BOS_IDX)]
-
 # %% ../nbs/14_decoding.ipynb #63de415b
 def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list[list[int]]]:
     "One padded batch of `decode_corpus`: (the sentences' indices, their stripped hypotheses)."
@@ -215,7 +208,7 @@ def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list[list[int]
     src = nn.utils.rnn.pad_sequence([torch.as_tensor(sources[i], dtype=torch.long) for i in idx],
                                     batch_first=True, padding_value=pad).to(device)
     out, _ = (fast_beam_search if fast else beam_search)(model, src, (src != pad)[:, None, None, :], **kw)
-    return idx, [strip_hypothesis(row, pad) for row in out.tolist()]
+    return idx, [sentence_ids(row, pad) for row in out.tolist()]
 
 # %% ../nbs/14_decoding.ipynb #da95698e
 _JOB = None   # the job a forked worker inherits (the model is shared copy-on-write, never pickled)

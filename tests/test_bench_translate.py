@@ -9,7 +9,8 @@ ctranslate2 = pytest.importorskip(
 
 from annotated_transformer.ctranslate2_export import LEVERS, bench_table, bench_translation, quantize_int8
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
-from annotated_transformer.decoding import decode_corpus, strip_hypothesis
+from annotated_transformer.decoding import decode_corpus
+from annotated_transformer.data import sentence_ids
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from annotated_transformer.evaluation import encode_sources
 from annotated_transformer.model import create_transformer
@@ -63,6 +64,6 @@ def test_fast_search_workers_and_int8(setup):
     assert len(decode_corpus(q, ids)) == len(ids)
 
 
-def test_strip_hypothesis():
-    assert strip_hypothesis([BOS_IDX, 5, 6, EOS_IDX, PAD_IDX, PAD_IDX]) == [5, 6]
-    assert strip_hypothesis([5, PAD_IDX, 6]) == [5, 6]
+def test_sentence_ids():
+    assert sentence_ids([BOS_IDX, 5, 6, EOS_IDX, PAD_IDX, PAD_IDX]) == [5, 6]
+    assert sentence_ids([5, PAD_IDX, 6]) == [5, 6]
