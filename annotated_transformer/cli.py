@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"
 
 # %% ../nbs/92_cli.ipynb #b3c08d29
 from __future__ import annotations
-import argparse, contextlib, inspect, json, os, shlex, shutil, signal, sys, threading, time
+import argparse, contextlib, functools, inspect, json, os, shlex, shutil, signal, sys, threading, time
 from dataclasses import dataclass
 from pathlib import Path
 import torch
@@ -92,6 +92,9 @@ class _Renamed(argparse._StoreAction):
 # %% ../nbs/92_cli.ipynb #4757ac46
 _TYPES = {"int": positive_int, "float": non_negative_float}
 
+@functools.cache
+def _docments(source): return docments(source, full=True)   # parses the source: once per source, not once per flag
+
 def add_field(p,               # a parser, or a group of one
               source,          # a dataclass or a function: its documented field or parameter `name` is what the flag sets
               name: str,       # the field; the flag is --NAME, with - for _
@@ -100,7 +103,7 @@ def add_field(p,               # a parser, or a group of one
               more: str="",    # said after the field's comment (e.g. this command's default)
               **kw):           # `add_argument` options that differ from what `source` says
     "Add the flag of one documented field: help, type and default come from `source`, where they are written once."
-    d = docments(source, full=True)[name]
+    d = _docments(source)[name]
     anno = str(d["anno"]).replace(" ", "").removesuffix("|None")
     kw.setdefault("default", None if d["default"] is inspect.Parameter.empty else d["default"])
     if anno == "bool": kw.setdefault("action", "store_true")
