@@ -40,13 +40,15 @@ def check_mask(mask: torch.Tensor|None, # the mask to check
                shape: tuple,            # the attention-score shape (batch, heads, q_len, k_len)
                name: str="mask",        # name used in the error
               ):
-    "Raise `TypeError` unless `mask` is bool, `ValueError` unless it has rank ≤ 4 and broadcasts to `shape` (§3.2.3)."
+    "Raise `TypeError` unless `mask` is bool, `ValueError` unless it broadcasts to `shape`, rank ≤ 4 (§3.2.3)."
     if mask is None: return
     if mask.dtype != torch.bool:
         raise TypeError(f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}")
-    if mask.dim() > 4 or any(m not in (1, s) for m, s in zip(mask.shape[::-1], shape[::-1])):
+    too_many = mask.dim() > min(4, len(shape))      # more dims than the scores: a 4-D mask on 3-D scores
+    if too_many or any(m not in (1, s) for m, s in zip(mask.shape[::-1], shape[::-1])):  # would pair all rows
+        dims = {4: "(batch, heads, q_len, k_len)", 3: "(batch, q_len, k_len)"}.get(len(shape), "scores")
         raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to "
-                         f"(batch, heads, q_len, k_len) = {tuple(shape)}")
+                         f"{dims} = {tuple(shape)}")
 
 # %% ../nbs/02_attention.ipynb #4299b87c
 def scaled_dot_product_attention(
@@ -72,13 +74,13 @@ _SDPA_SAFE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2
 
 def fused_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, # as in `scaled_dot_product_attention`
-    mask: torch.Tensor|None=None,  # bool, True = may attend, rank ≤ 4, broadcastable to (batch, heads, q_len, k_len)
+    mask: torch.Tensor|None=None,  # bool, True = may attend, broadcastable to the scores (batch, [heads,] q_len, k_len)
     dropout_p: float=0.0,          # dropout on the attention weights
 ) -> torch.Tensor:                 # (batch, heads, q_len, d_v)
     "softmax(QKᵀ/√d_k)V (§3.2.1) through `F.scaled_dot_product_attention`; fully masked rows give zeros; errors as `check_mask`."
     if mask is not None:
         check_mask(mask, (*q.shape[:-1], k.shape[-2]))                   # the same masks as the explicit path
-        mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)         # (…, k_len) -> 4-D: SDPA refuses rank 0 and 1
+        mask = mask.view((1,) * (q.dim() - mask.dim()) + mask.shape)   # (…, k_len) -> q's rank (3-D or 4-D)
     if mask is not None and not _SDPA_SAFE:  # torch < 2.5 returns NaN for fully masked rows
         ok = mask.any(-1, keepdim=True)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~ok, dropout_p=dropout_p) * ok

@@ -17,7 +17,7 @@ from .runtime import unwrap_model, dist_rank_world, get_rng_state, set_rng_state
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'save_checkpoint', 'load_checkpoint', 'check_config', 'model_from_checkpoint',
            'restore_checkpoint', 'checkpoint_path', 'list_checkpoints', 'latest_checkpoint', 'remove_leftovers',
-           'Checkpointer', 'average_checkpoints', 'describe_checkpoint']
+           'Checkpointer', 'average_weights', 'average_checkpoints', 'describe_checkpoint']
 
 # %% ../nbs/91_checkpoints.ipynb #7693a676
 CHECKPOINT_FORMAT = "annotated_transformer.checkpoint/1"
@@ -274,25 +274,24 @@ def _check_same_model(p, ck, p0, c0, total):
     if (ck.get("extra") or {}).get("vocab") != (c0.get("extra") or {}).get("vocab"):
         raise ValueError(f"{p} and {p0} have different vocabularies")
 
+def average_weights(state_dicts: Sequence[dict], # model state dicts of one model (e.g. of its last 5 checkpoints)
+                   ) -> dict:                      # the mean state dict, in each entry's dtype
+    "The mean of each floating-point entry, summed in float64 (order-independent); other entries from the last (§6.1)."
+    sds = list(state_dicts)
+    if not sds: raise ValueError("no weights to average")
+    return {k: (sum(sd[k].to(torch.float64) for sd in sds) / len(sds)).to(v.dtype) if v.is_floating_point() else v
+            for k, v in sds[-1].items()}
+
 def average_checkpoints(paths: Sequence[str|os.PathLike], # checkpoint files of one run (e.g. the last 5)
                        ) -> dict:                          # a checkpoint dict with the averaged "model"
-    "Average the model weights of several checkpoints (§6.1)."
+    "Average the model weights of several checkpoints (§6.1), refusing checkpoints of different models."
     paths = list(paths)
     if not paths: raise ValueError("no checkpoints to average")
-    total, first, last = None, None, None
-    for p in paths:
-        ck = load_checkpoint(p)
-        if first is None:
-            first, total = (p, ck), {k: v.detach().to(torch.float64) if v.is_floating_point() else v.clone() for k, v in ck["model"].items()}
-        else:
-            _check_same_model(p, ck, *first, total)
-            for k, v in ck["model"].items():
-                if v.is_floating_point(): total[k] += v.to(torch.float64)
-        last = ck
-    avg = {k: (v / len(paths)).to(last["model"][k].dtype) if v.is_floating_point() else last["model"][k]
-           for k, v in total.items()}
+    cks = [load_checkpoint(p) for p in paths]
+    for p, ck in zip(paths[1:], cks[1:]): _check_same_model(p, ck, paths[0], cks[0], cks[0]["model"])
+    last = cks[-1]
     extra = dict(last.get("extra") or {}, averaged_from=[str(Path(p).name) for p in paths])
-    return {**last, "model": avg, "optimizer": None, "scheduler": None, "extra": extra}
+    return {**last, "model": average_weights([ck["model"] for ck in cks]), "optimizer": None, "scheduler": None, "extra": extra}
 
 # %% ../nbs/91_checkpoints.ipynb #1f985ac5
 def describe_checkpoint(path: str|Path, # a file written by `save_checkpoint`

@@ -15,7 +15,7 @@ from . import __version__
 from .runtime import default_device, distributed_session
 from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint, model_from_checkpoint,
     checkpoint_path, average_checkpoints)
-from .data import Corpus, iter_lines, ensure_splits, default_test_split, resolve_data_dir
+from .data import Corpus, iter_lines, ensure_splits, default_test_split, resolve_data_dir, skipped_note
 from .evaluation import translate, score_sets, score_table
 from .copy_task import COPY_MAX_STEPS, RecipeMismatch, train_copy, copy_scores
 from annotated_transformer.multi30k import (RECIPES, Multi30kRecipe, train_multi30k, default_recipe_name, default_checkpoint_dir,
@@ -27,10 +27,11 @@ from .ctranslate2_export import export_ctranslate2, bench_translation, bench_tab
 from .pretrained import export_model, open_translator
 
 # %% auto #0
-__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_float', 'lang_code', 'vocab_arg', 'Options',
-           'deprecated', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command', 'train_copy_command',
-           'translate_command', 'average_command', 'eval_corpus', 'evaluate_command', 'attention_command', 'parse_base',
-           'variations_command', 'bench_command', 'export_command', 'bench_translate_command', 'main']
+__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'non_negative_float', 'lang_code',
+           'vocab_arg', 'Options', 'deprecated', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command',
+           'train_copy_command', 'translate_command', 'average_command', 'eval_corpus', 'evaluate_command',
+           'attention_command', 'parse_base', 'variations_command', 'bench_command', 'export_command',
+           'bench_translate_command', 'main']
 
 # %% ../nbs/92_cli.ipynb #5b2c8f06
 def positive_int(s: str) -> int:
@@ -38,6 +39,13 @@ def positive_int(s: str) -> int:
     try: v = int(s)
     except ValueError: raise argparse.ArgumentTypeError(f"{s!r} is not an integer")
     if v < 1: raise argparse.ArgumentTypeError(f"{v} must be at least 1")
+    return v
+
+def non_negative_int(s: str) -> int:
+    "argparse type: an integer ≥ 0 (for counts where 0 means none)."
+    try: v = int(s)
+    except ValueError: raise argparse.ArgumentTypeError(f"{s!r} is not an integer")
+    if v < 0: raise argparse.ArgumentTypeError(f"{v} must be at least 0")
     return v
 
 def _int_list(s: str) -> tuple[int, ...]:
@@ -206,7 +214,8 @@ def _add_bench(sub):
     t = b.add_argument_group("translation speed against CTranslate2 (chapter 34; needs the ctranslate2 extra)")
     t.add_argument("--translate", action="store_true", help="decode a test set with ours and with CTranslate2 on the same weights")
     add_field(t, Options, "model", default="de-en"); add_field(t, Options, "data_dir")
-    for name in ("n_sentences", "repeats", "latency_sentences", "lever_sentences"): add_field(t, bench_translation, name)
+    for name in ("n_sentences", "repeats"): add_field(t, bench_translation, name)
+    for name in ("latency_sentences", "lever_sentences"): add_field(t, bench_translation, name, type=non_negative_int)  # 0: none
     t.add_argument("--threads", type=_int_list, default=(1, 2), help="thread counts, comma-separated (default: 1,2)")
     add_field(t, Options, "beam_size"); add_field(t, Options, "length_penalty"); add_field(t, Options, "batch_size")
     t.add_argument("--output", metavar="FILE", default=None, help="also write the result as JSON to FILE")
@@ -335,6 +344,7 @@ def train_multi30k_command(args) -> int:
     print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epochs) of the {res['preset']} recipe in "
           f"{res['train_time_s'] / 60:.1f} min on {res['hardware']}")
     print(f"loss per token {res['train_loss_start']:.2f} → {res['train_loss_end']:.2f}")
+    for where in res.get("skipped_pairs", {}).values(): print(skipped_note(where))
     if "val_bleu_averaged" in res:
         print(f"val BLEU of the average of {len(res['averaged'])} checkpoints {res['val_bleu_averaged']:.2f}, "
               f"of the last checkpoint {res['val_bleu_last']:.2f}: keeping the {res['selected']} model")
@@ -357,7 +367,7 @@ def train_copy_command(args) -> int:
                                 n_train=args.max_train_pairs).items() if v is not None}
     with distributed_session(args.device if args.device else "cpu") as ctx:
         t0 = time.perf_counter()
-        try: model, state, train = train_copy(max_steps=max_steps, seed=seed, device=ctx.device, epochs=args.epochs,
+        try: model, state, train, averaged = train_copy(max_steps=max_steps, seed=seed, device=ctx.device, epochs=args.epochs,
                                               accum_steps=accum_steps, precision=args.precision,
                                               checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
                                               resume_from=resume_from, progress=True, **kw)
@@ -369,10 +379,13 @@ def train_copy_command(args) -> int:
         result = {"task": "copy", **s, "steps": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0),  # the last maybe partial
                   "tokens": state.tokens, "train_loss": state.train_loss[-1][1] if state.train_loss else None,
                   "seconds": round(seconds, 2), "seed": seed, "precision": args.precision, "world_size": ctx.world_size,
-                  "cpu_capability": torch.backends.cpu.get_cpu_capability(), "checkpoint": str(last) if last else None}
+                  "cpu_capability": torch.backends.cpu.get_cpu_capability(), "checkpoint": str(last) if last else None,
+                  "averaged": averaged}
         if args.json: print(json.dumps(result))
         else: print(f"copy task: exact match {s['correct']}/{s['total']} = {s['exact_match']:.1%} on held-out sequences, "
-                    f"smallest margin {s['min_margin']:.2f} nats, after {state.step} updates ({seconds:.0f} s)")
+                    f"smallest margin {s['min_margin']:.2f} nats, after {state.step} updates ({seconds:.0f} s)"
+                    + (f"; the model is the mean of the weights after updates {', '.join(map(str, averaged))} (§6.1)"
+                       if len(averaged) > 1 else ""))
     return 0
 
 # %% ../nbs/92_cli.ipynb #dcfc9c58
@@ -588,10 +601,9 @@ def _default_checkpoint_dir(args, recipe_name=None, files=None, # the run's reci
     "Where Multi30k `train` keeps checkpoints when --checkpoint-dir is not given (checkpoints/multi30k-RECIPE)."
     if args.checkpoint_dir or args.task != "multi30k": return None
     try:
-        src = args.src or ("en" if args.tgt == "de" else "de")
         files = files or (Corpus.files(args.train, args.valid or args.train) if args.train else None)
         name = recipe_name or args.recipe_name or args.preset or default_recipe_name(default_device(args.device))
-        d = default_checkpoint_dir(name, src, args.tgt or ("de" if src == "en" else "en"), files)
+        d = default_checkpoint_dir(name, args.src, args.tgt, files)     # the run's own rule (`default_direction`)
     except Exception: return None
     return d if d.is_dir() or not exists else None
 

@@ -7,19 +7,21 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/copy_task.ht
 # %% ../nbs/12_copy_task.ipynb #3b761d51
 from __future__ import annotations
 import os
+from typing import NamedTuple
 import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX
 from .model import Transformer, create_transformer, greedy_decode
 from .batching import collate_batch, token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
-from .training import TrainState, fit
-from .checkpoints import load_checkpoint, check_config
+from .training import TrainState, fit, planned_updates
+from .checkpoints import load_checkpoint, check_config, checkpoint_path, average_weights
 from .runtime import seed_everything, dist_rank_world
 
 # %% auto #0
-__all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'copy_sequence', 'copy_pairs', 'held_out_pairs',
-           'exact_match', 'copy_margin', 'RecipeMismatch', 'check_copy_recipe', 'train_copy', 'copy_scores']
+__all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'COPY_AVERAGE', 'COPY_AVERAGE_EVERY',
+           'copy_sequence', 'copy_pairs', 'held_out_pairs', 'exact_match', 'copy_margin', 'RecipeMismatch',
+           'check_copy_recipe', 'averaged_steps', 'WeightSnapshots', 'CopyRun', 'train_copy', 'copy_scores']
 
 # %% ../nbs/12_copy_task.ipynb #c0b76b8f
 COPY_VOCAB_SIZE = 14          # 4 special tokens + 10 symbols
@@ -97,6 +99,8 @@ def copy_margin(model: Transformer,        # a copy model
 
 # %% ../nbs/12_copy_task.ipynb #a7d5e3c2
 COPY_MAX_STEPS = 2000          # the recipe's updates (`train_copy`'s default)
+COPY_AVERAGE = 5              # §6.1: the recipe's model is the mean of the weights after the last 5 ...
+COPY_AVERAGE_EVERY = 100      # ... of every 100th update (and the last update)
 
 class RecipeMismatch(ValueError):
     "A resumed run asked for another recipe than its checkpoint's; `diffs` holds (field, the checkpoint's value, the asked value)."
@@ -122,6 +126,22 @@ def check_copy_recipe(saved: dict,          # the checkpoint's `extra["recipe"]`
     if diffs: raise RecipeMismatch(name, diffs)
 
 
+# %% ../nbs/12_copy_task.ipynb #155f1333
+def averaged_steps(final_step: int,                 # the run's last update
+                   keep: int=COPY_AVERAGE,          # how many weights to average (1: the last model alone)
+                   every: int=COPY_AVERAGE_EVERY,   # their spacing in updates
+                  ) -> list[int]:                   # ascending update numbers, the last one `final_step`
+    "The updates whose weights a run of `final_step` updates averages: the last `keep` of every `every`-th, and the final one."
+    if keep < 1 or every < 1: raise ValueError(f"keep={keep} and every={every} must be at least 1")
+    return (list(range(every, final_step, every)) + [final_step])[-keep:] if final_step > 0 else []
+
+class WeightSnapshots:
+    "`fit`'s `on_step` hook: a copy of the model's weights after each update of `steps`."
+    def __init__(self, model: torch.nn.Module, steps: list[int]):
+        self.model, self.steps, self.weights = model, set(steps), {}
+    def __call__(self, state):                        # a `TrainState`, after its update
+        if state.step in self.steps: self.weights[state.step] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
 # %% ../nbs/12_copy_task.ipynb #7dd32a56
 def _check_resume(ck, model, recipe):
     "The checkpoint must be a copy-task run of this recipe (its model config checked too, the preset named first)."
@@ -138,6 +158,24 @@ def _check_resume(ck, model, recipe):
     check_config(ck["config"], model.config, name)
     check_copy_recipe(saved, recipe, name)
 
+# %% ../nbs/12_copy_task.ipynb #30e6c0ed
+class CopyRun(NamedTuple):
+    "What `train_copy` returns."
+    model: Transformer        # the averaged model (§6.1); the run's last checkpoint holds its last weights
+    state: TrainState         # counters and loss history of the run
+    train: list               # the training pairs (`held_out_pairs` avoids them)
+    averaged: list[int]       # the updates whose weights were averaged
+
+def _average_into(model, snaps: WeightSnapshots, steps: list[int], checkpoint_dir=None) -> list[int]:
+    "Load into `model` the mean of its weights after `steps` (the last: now); those before a resume are read from its checkpoints."
+    w = {s: snaps.weights.get(s) for s in steps[:-1]} | {steps[-1]: model.state_dict()}
+    for s in [s for s, v in w.items() if v is None]:
+        p = checkpoint_path(checkpoint_dir, s) if checkpoint_dir is not None else None
+        if p is not None and p.exists(): w[s] = load_checkpoint(p)["model"]
+        else: del w[s]                                  # resumed, and that checkpoint was not kept
+    if len(w) > 1: model.load_state_dict(average_weights([w[s] for s in sorted(w)]))
+    return sorted(w)
+
 # %% ../nbs/12_copy_task.ipynb #6181ef46
 def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: run `epochs` epochs)
                seed: int=0,                 # seeds the model, the data and the batch order
@@ -149,10 +187,12 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
                clip_grad: float|None=1.0,   # gradient-norm clipping
                n_train: int=20000,          # training sequences
                dropout: float=0.0,          # see the callout above
+               average: int=COPY_AVERAGE,   # the model is the mean of the weights after this many updates (§6.1; 1: the last)
+               average_every: int=COPY_AVERAGE_EVERY, # the spacing of those updates
                device=None,                 # default: cpu, or this process's GPU under torchrun
                **fit_kwargs,                # passed to `fit`: epochs, accum_steps, precision, checkpoint_dir, save_every, resume_from, progress, ...
-              ) -> tuple[Transformer, TrainState, list]: # the model, its train state, the training pairs
-    "Train a Transformer on the copy task with `fit` (§5); refuses to resume a checkpoint of another recipe (`ValueError`)."
+              ) -> CopyRun:
+    "Train a Transformer on the copy task with `fit` (§5), then average its last weights (§6.1); refuses to resume another recipe (`ValueError`)."
     if device is None: device = "cpu"
     device = torch.device(device)
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
@@ -169,8 +209,13 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
     loss = LabelSmoothingLoss(COPY_VOCAB_SIZE, label_smoothing, PAD_IDX)
     fit_kwargs.setdefault("extra", {"task": "copy", "recipe": recipe})
     fit_kwargs.setdefault("nonpad_logits", False)   # the recipe's runs project every position; see the callout below
-    state = fit(model, loader, opt, sched, loss, max_steps=max_steps, clip_grad=clip_grad, device=device, **fit_kwargs)
-    return model, state, train
+    planned = planned_updates(len(loader), fit_kwargs.get("accum_steps", 1), max_steps, fit_kwargs.get("epochs"))
+    snaps, user_hook = WeightSnapshots(model, averaged_steps(planned, average, average_every)), fit_kwargs.pop("on_step", None)
+    def on_step(st): snaps(st); user_hook and user_hook(st)
+    state = fit(model, loader, opt, sched, loss, max_steps=max_steps, clip_grad=clip_grad, device=device, on_step=on_step,
+                **fit_kwargs)
+    return CopyRun(model, state, train, _average_into(model, snaps, averaged_steps(state.step, average, average_every),
+                                                   fit_kwargs.get("checkpoint_dir")))
 
 
 # %% ../nbs/12_copy_task.ipynb #092fcf4d

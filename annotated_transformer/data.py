@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/data.html.md
 
 # %% ../nbs/13_data.ipynb #04b55560
 from __future__ import annotations
-import functools, gzip, hashlib, importlib.resources, itertools, os, sys, tempfile, urllib.error, urllib.request
+import functools, gzip, hashlib, importlib.resources, itertools, os, sys, tempfile, unicodedata, urllib.error, urllib.request
 from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -19,12 +19,13 @@ from .model import dataclass_from_dict
 __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS', 'SPLITS', 'TEST_SPLITS', 'SHA256', 'TATOEBA',
            'TATOEBA_COMMIT', 'TATOEBA_URL', 'TATOEBA_URL_ENV', 'TATOEBA_UPSTREAM', 'TATOEBA_FILES', 'TATOEBA_SHA256',
            'TATOEBA_LINES', 'TATOEBA_EVERY', 'TATOEBA_PAIRS', 'TEST_SET_INFO', 'SAMPLE_DIR', 'SAMPLE_SPLITS',
-           'MULTI30K_HOWTO', 'SPACE', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir', 'split_files', 'in_ci',
-           'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'decode_utf8', 'iter_lines',
-           'read_lines', 'read_parallel', 'ensure_splits', 'load_split', 'check_direction', 'available_test_splits',
-           'corpus_file', 'read_corpus', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'sentence_ids',
-           'Vocab', 'WordCodec', 'train_bpe', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs',
-           'PackedPairs', 'encode_corpus']
+           'MULTI30K_HOWTO', 'SPACE', 'NORMAL_FORM', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir',
+           'split_files', 'in_ci', 'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba',
+           'decode_utf8', 'iter_lines', 'read_lines', 'read_parallel', 'ensure_splits', 'load_split',
+           'default_direction', 'check_direction', 'available_test_splits', 'corpus_file', 'read_corpus',
+           'skipped_note', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'sentence_ids', 'Vocab',
+           'WordCodec', 'train_bpe', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs', 'PackedPairs',
+           'encode_corpus']
 
 # %% ../nbs/13_data.ipynb #79fad637
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -92,7 +93,9 @@ def resolve_data_dir(data_dir: str|os.PathLike|None=None, # a data root or the m
     if (root / "multi30k").is_dir(): return root / "multi30k", False
     if _has_files(root): return root, False
     raise FileNotFoundError(f"data directory {root} (from {origin}) holds neither a multi30k/ folder nor Multi30k files "
-                            f"such as train.de.gz, train.en.gz, val.de.gz (plain or gzipped)")
+                            f"such as train.de.gz, train.en.gz, val.de.gz (plain or gzipped); put the official files "
+                            f"from {MULTI30K_URL} into {root / 'multi30k'}, or leave --data-dir and ${DATA_ENV} unset to "
+                            f"download them into the cache (${DATA_URL_ENV} points the download at a mirror or a file:// folder)")
 
 def split_files(split: str,                 # one of SPLITS, TATOEBA (or any name, for a custom folder)
                 folder: str|os.PathLike,    # the folder holding the Multi30k files
@@ -305,6 +308,18 @@ def load_split(split: str,                               # "train", "val", "test
     if (src, tgt) != LANGS: pairs = [(t, s) for s, t in pairs]
     return pairs[:max_pairs] if max_pairs else pairs
 
+def default_direction(src: str|None, tgt: str|None, # the languages asked for; None: not given
+                     ) -> tuple[str, str]:             # (source, target)
+    "The one rule for a direction: neither given → de→en; one of de/en given → the other is its partner; others: give both."
+    if src and tgt: return src, tgt
+    if not src and not tgt: return LANGS
+    given, other = (src, "tgt") if src else (tgt, "src")
+    if given not in LANGS:
+        raise ValueError(f"{'src' if src else 'tgt'}={given!r} alone does not say the other language: give both src and "
+                         f"tgt (--src and --tgt); only {' and '.join(LANGS)} pair by default")
+    partner = LANGS[1 - LANGS.index(given)]
+    return (src, partner) if src else (partner, tgt)
+
 def check_direction(src: str, tgt: str): # language codes, e.g. "de", "en"
     "Refuse a language pair the data does not have: (de, en) or (en, de)."
     if sorted((src, tgt)) != sorted(LANGS):
@@ -335,22 +350,33 @@ def corpus_file(prefix: str|os.PathLike, # e.g. "data/train" for data/train.de a
 def read_corpus(prefix: str|os.PathLike,  # PREFIX of PREFIX.SRC and PREFIX.TGT (each plain or .gz)
                 src: str, tgt: str,        # language codes: the files' suffixes
                 max_pairs: int|None=None,  # stop after this many pairs (the rest is not read)
+                skipped: list|None=None,   # a list: leave out pairs with a blank side, adding "FILE line N" of each
                ) -> list[tuple[str, str]]: # (source, target) sentence pairs
     "Read a parallel corpus once, line by line, into one list of pairs; errors name the file and line."
     paths = corpus_file(prefix, src), corpus_file(prefix, tgt)
-    its, pairs = [iter_lines(p) for p in paths], []
+    its, pairs, n = [iter_lines(p) for p in paths], [], 0   # n: lines read from each file
     while max_pairs is None or len(pairs) < max_pairs:
         a, b = next(its[0], None), next(its[1], None)
         if a is None or b is None: break
+        n += 1
+        if skipped is not None and not (a[1].strip() and b[1].strip()):   # blank or only whitespace: nothing to learn
+            skipped.append(f"{paths[0] if not a[1].strip() else paths[1]} line {n}"); continue
         pairs.append((a[1], b[1]))
     else: return pairs                                     # max_pairs reached: the rest is not read
     if a is None and b is None and pairs: return pairs
+    if a is None and b is None and n: raise ValueError(f"{paths[0]}: each of its {n} lines or its partner in {paths[1]} is blank")
     if a is None and b is None: raise ValueError(f"{paths[0]}, line 1: the file is empty (and so is {paths[1]})")
     longer, shorter, rest = (paths[0], paths[1], its[0]) if a else (paths[1], paths[0], its[1])
-    if not pairs: raise ValueError(f"{shorter}, line 1: the file is empty, but {longer} is not")
-    n = len(pairs)
+    if not n: raise ValueError(f"{shorter}, line 1: the file is empty, but {longer} is not")
     raise ValueError(f"{longer}, line {n + 1}: {shorter} ends at line {n}, {longer} has {n + 1 + sum(1 for _ in rest)} lines; "
                      f"the two files of a parallel corpus must be line-aligned")
+
+def skipped_note(where: Sequence[str], # "FILE line N" of each pair `read_corpus` left out
+                 shown: int=5,         # how many to name
+                ) -> str:
+    "One line for a run's log and summary: how many pairs were skipped, and where."
+    n, more = len(where), f" and {len(where) - shown} more" if len(where) > shown else ""
+    return f"skipped {n} pair{'s' * (n != 1)} with an empty side: {', '.join(where[:shown])}{more}"
 
 # %% ../nbs/13_data.ipynb #1b9f6963
 @dataclass
@@ -409,16 +435,19 @@ def _corpus_check(self, splits: Iterable[str], src: str, tgt: str):
         except FileNotFoundError as e: missing.append(str(e).split(";")[0])
     if missing: raise FileNotFoundError("; ".join(missing) + "; a corpus prefix PREFIX names PREFIX.SRC and PREFIX.TGT, plain or .gz")
 
-def _corpus_pairs(self, split: str, src: str, tgt: str, max_pairs: int|None=None) -> list[tuple[str, str]]:
+def _corpus_pairs(self, split: str, src: str, tgt: str, max_pairs: int|None=None,
+                  skipped: list|None=None,   # your files: see `read_corpus` (Multi30k, checked by sha256, has no blank line)
+                 ) -> list[tuple[str, str]]:
     "The (source, target) sentence pairs of `split`."
     if self.kind == "multi30k": return load_split(split, self.data_dir, max_pairs, src=src, tgt=tgt)
     self.paths(split, src, tgt)
-    return read_corpus(self.prefixes()[split], src, tgt, max_pairs)
+    return read_corpus(self.prefixes()[split], src, tgt, max_pairs, skipped)
 
 Corpus.paths, Corpus.check, Corpus.pairs = _corpus_paths, _corpus_check, _corpus_pairs   # reading, added to the record above
 
 # %% ../nbs/13_data.ipynb #a9321821
-SPACE = "▁"  # marks a token that had whitespace before it
+SPACE = "▁"            # marks a token that had whitespace before it
+NORMAL_FORM = "NFC"    # the Unicode form all text is put in before tokenizing (words here, BPE in `train_bpe`)
 
 @functools.cache
 def spacy_tokenizer(lang: str): # "de", "en", ... any language spaCy has rules for
@@ -441,8 +470,8 @@ def _tokenize_cached(lang: str, texts: tuple[str, ...]) -> tuple[tuple[str, ...]
 def word_tokenize(texts: Sequence[str], # sentences
                   lang: str,            # spaCy language code
                  ) -> list[list[str]]:  # tokens; "▁" prefixes a token that followed a space
-    "Reversible spaCy tokenization of a corpus (memoized: each corpus is tokenized once)."
-    return [list(t) for t in _tokenize_cached(lang, tuple(texts))]
+    "Reversible spaCy tokenization of a corpus, in Unicode NFC first (memoized: each corpus is tokenized once)."
+    return [list(t) for t in _tokenize_cached(lang, tuple(unicodedata.normalize(NORMAL_FORM, s) for s in texts))]
 
 def detokenize(tokens: Iterable[str], # tokens from `word_tokenize`
               ) -> str:
@@ -544,7 +573,7 @@ def train_bpe(pairs: Sequence[tuple[str, str]], # training (source, target) sent
     "Joint BPE merges learned on both sides of the training pairs (§5.1), words split at spaces and punctuation first."
     from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders, normalizers
     tok = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS[UNK_IDX]))
-    tok.normalizer = normalizers.NFC()
+    tok.normalizer = normalizers.NFC()                                 # NORMAL_FORM, stored with the tokenizer
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation("isolated")])
     tok.decoder = decoders.Metaspace()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_freq,

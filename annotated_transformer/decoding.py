@@ -172,7 +172,7 @@ def _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos, go, k: in
 def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, # as `beam_search`; a `Transformer`
                      beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None, extra_len: int=50,
                      start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_idx: int=PAD_IDX,
-                    ) -> tuple[torch.Tensor, torch.Tensor]: # the same ids and scores as `beam_search`
+                    ) -> tuple[torch.Tensor, torch.Tensor]: # the same ids as `beam_search`; scores to rounding
     "`beam_search`, faster: bookkeeping on tensors (one host sync per step, the stop test), one beam at step 1, cross-attention rows moved only when sentences leave."
     if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
     B, K, dev = src.shape[0], beam_size, src.device

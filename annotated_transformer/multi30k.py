@@ -15,23 +15,25 @@ from .model import create_transformer, count_parameters, dataclass_from_dict
 from .batching import token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
-from .training import fit
+from .training import fit, planned_updates
 from .checkpoints import (load_checkpoint, save_checkpoint, model_from_checkpoint, list_checkpoints,
     latest_checkpoint, average_checkpoints)
 from .runtime import seed_everything, distributed_session, hardware_summary
 from .copy_task import RecipeMismatch
-from .data import build_codec, codec_from_dict, check_direction, resolve_data_dir, Corpus, encode_corpus
+from .data import (build_codec, codec_from_dict, check_direction, default_direction, resolve_data_dir, Corpus,
+    encode_corpus, skipped_note)
 from .encoder_decoder import KVCache
 from .decoding import length_normalization
 from .evaluation import translate, evaluate_bleu, score_sets, encode_sources
 
 # %% auto #0
-__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'Multi30kRecipe', 'default_recipe_name', 'default_checkpoint_dir',
-           'direction', 'check_same_direction', 'resumed_recipe', 'codec_from_file', 'write_history', 'plot_history',
-           'tensorboard_writer', 'log_to_tensorboard', 'train_multi30k', 'open_run_dir', 'resume_run', 'new_recipe',
-           'Multi30kRun', 'prepare_run', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run',
-           'average_last', 'run_summary', 'choose_and_score', 'load_translator', 'nbest_search', 'nbest_row',
-           'translate_nbest', 'bleu_sweep', 'plot_bleu_sweep']
+__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'WARMUP_SHARE', 'Multi30kRecipe', 'default_recipe_name',
+           'default_checkpoint_dir', 'direction', 'check_same_direction', 'resumed_recipe', 'codec_from_file',
+           'write_history', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard', 'train_multi30k',
+           'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun', 'prepare_run', 'run_length', 'fitted_warmup',
+           'fit_schedule', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last',
+           'run_summary', 'choose_and_score', 'load_translator', 'nbest_search', 'nbest_row', 'translate_nbest',
+           'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -78,10 +80,11 @@ def default_recipe_name(device: torch.device) -> str:
     return "base" if device.type == "cuda" else "small"
 
 def default_checkpoint_dir(recipe_name: str, # a key of RECIPES
-                           src: str="de", tgt: str="en", # the direction
+                           src: str|None=None, tgt: str|None=None, # the direction asked for (see `default_direction`)
                            corpus: Corpus|None=None,     # your files: named after the training files' folder
                           ) -> Path:
     "Where a run's checkpoints go when no directory is given: checkpoints/multi30k-RECIPE (de→en) or …-RECIPE-en-de; your files: checkpoints/FOLDER-RECIPE-SRC-TGT."
+    src, tgt = default_direction(src, tgt)
     if corpus is not None and corpus.kind == "files":
         return Path(f"checkpoints/{Path(corpus.train).parent.name or 'corpus'}-{recipe_name}-{src}-{tgt}")
     return Path(f"checkpoints/multi30k-{recipe_name}" + ("" if (src, tgt) == ("de", "en") else f"-{src}-{tgt}"))
@@ -91,18 +94,17 @@ def direction(ck: dict) -> tuple[str, str]: # a checkpoint (or its extra) writte
     extra = ck.get("extra", ck) or {}
     if "src" in extra: return extra["src"], extra["tgt"]
     vocab = extra.get("vocab") or {}
-    return vocab.get("src_lang", "de"), vocab.get("tgt_lang", "en")
+    return default_direction(vocab.get("src_lang"), vocab.get("tgt_lang"))
 
 def check_same_direction(have: tuple[str, str], # what the model translates
                          src: str|None, tgt: str|None, # what was asked for (None: anything)
                          where): # the model, named in the error
     "Refuse to use a model the other way round: asking en→de of a de→en model is an error, not garbage."
     if (src is None or src == have[0]) and (tgt is None or tgt == have[1]): return
-    other = lambda lang: {"de": "en", "en": "de"}.get(lang, "?")
-    want = (src or (have[0] if tgt == have[1] else other(tgt)), tgt or (have[1] if src == have[0] else other(src)))
-    if want != tuple(have):
-        raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {want[0]}→{want[1]}; "
-                         f"use a model trained {want[0]}→{want[1]} (train one with src={want[0]!r}, tgt={want[1]!r})")
+    try: want = default_direction(src, tgt)                   # what was meant: the one rule for a direction
+    except ValueError: want = (src or "?", tgt or "?")         # one language that pairs with no default
+    raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {want[0]}→{want[1]}; "
+                     f"use a model trained {want[0]}→{want[1]} (train one with src={want[0]!r}, tgt={want[1]!r})")
 
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
 RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "length_penalty")  # recipe fields a resumed run applies
@@ -206,7 +208,7 @@ def train_multi30k(recipe_name: str|None=None,            # the recipe, a key of
         run = prepare_run(ctx, recipe_name, checkpoint_dir, data_dir, resume, max_train_pairs, seed, src, tgt, corpus,
                           vocab_file, evaluate_splits, overrides, log)
         seed_everything(run.seed)
-        parts = training_parts(run, ctx.device)
+        parts = training_parts(run, ctx.device, max_steps, epochs, log if ctx.is_main else None)
         state, train_time = fit_run(run, parts, ctx, precision, max_steps, epochs, progress, log)
         if not ctx.is_main: return {}
         history = write_history(state, run.ckpt_dir)
@@ -261,6 +263,8 @@ class Multi30kRun:
     recipe_name: str; recipe: Multi30kRecipe; codec: object; ckpt_dir: Path; existing: Path|None  # existing: resume from it
     seed: int; max_train_pairs: int|None; src: str; tgt: str; corpus: Corpus; evaluate_splits: tuple
     train_pairs: list; val_pairs: list; n_train: int = 0
+    skipped: dict = field(default_factory=dict)  # split -> "FILE line N" of each pair left out for a blank side
+    fit_schedule: bool = False                   # a new run on your files: fit the warmup to it (`fit_schedule`)
 
 
 # %% ../nbs/16_multi30k.ipynb #f51916b6
@@ -270,18 +274,22 @@ def prepare_run(ctx, recipe_name, checkpoint_dir, data_dir, resume, max_train_pa
     asked = {"recipe_name": recipe_name, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
     recipe_name = recipe_name or default_recipe_name(ctx.device)
     if recipe_name not in RECIPES: raise ValueError(f"unknown recipe {recipe_name!r}; choose from {', '.join(RECIPES)}")
-    ckpt_dir = (Path(checkpoint_dir) if checkpoint_dir else
-                default_checkpoint_dir(recipe_name, src or "de", tgt or ("de" if src == "en" else "en"), corpus))
+    ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(recipe_name, src, tgt, corpus)
     existing = open_run_dir(ckpt_dir, resume, vocab_file)
-    if existing is not None:                           # resuming: the run's own recipe, vocabulary, seed and data
+    if existing is not None:                           # resuming: the run's own recipe, vocabulary, seed, direction and data
         recipe, codec, run, src, tgt, corpus = resume_run(existing, asked, src, tgt, corpus, data_dir)
         recipe_name, seed, max_train_pairs = run["recipe_name"] or recipe_name, run["seed"], run["max_train_pairs"]
+    else: src, tgt = default_direction(src, tgt)
     seed = 0 if seed is None else seed
-    src = src or ("en" if tgt == "de" else "de"); tgt = tgt or ("de" if src == "en" else "en")
     corpus = (corpus or Corpus(data_dir=data_dir)).resolved()
     if evaluate_splits is None: evaluate_splits = ("val", *corpus.test_splits())
     corpus.check(("train", "val", *evaluate_splits), src, tgt)   # all files first: one error names every missing one
-    train_pairs, val_pairs = corpus.pairs("train", src, tgt, max_train_pairs), corpus.pairs("val", src, tgt)
+    skipped = {"train": [], "val": []}                 # your files: pairs with a blank side, never trained on
+    train_pairs = corpus.pairs("train", src, tgt, max_train_pairs, skipped["train"])
+    val_pairs = corpus.pairs("val", src, tgt, skipped=skipped["val"])
+    skipped = {s: where for s, where in skipped.items() if where}
+    if ctx.is_main:
+        for where in skipped.values(): log(skipped_note(where))
     if existing is None:
         codec = codec_from_file(vocab_file, src, tgt) if vocab_file is not None else None
         recipe = new_recipe(recipe_name, overrides, codec)
@@ -291,12 +299,45 @@ def prepare_run(ctx, recipe_name, checkpoint_dir, data_dir, resume, max_train_pa
         if ctx.is_main: log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / {codec.tgt_vocab_size} target ids, "
                             f"{'from ' + str(vocab_file) if vocab_file else f'from {len(train_pairs)} training pairs'} "
                             f"({time.perf_counter() - t:.1f} s)")
+    fit = existing is None and corpus.kind == "files" and not {"warmup_steps", "lr_scale"} & overrides.keys()
     return Multi30kRun(recipe_name, recipe, codec, ckpt_dir, existing, seed, max_train_pairs, src, tgt, corpus,
-                       tuple(evaluate_splits), train_pairs, val_pairs)
+                       tuple(evaluate_splits), train_pairs, val_pairs, skipped=skipped, fit_schedule=fit)
 
+
+# %% ../nbs/16_multi30k.ipynb #7b1c4d2f
+WARMUP_SHARE = 1 / 4   # on your files, warm up over at most this share of the planned updates
+
+def run_length(n_batches: int, recipe: Multi30kRecipe,  # batches per epoch; the run's recipe
+               max_steps: int|None, epochs: int|None,    # as `train_multi30k` takes them
+              ) -> tuple[int|None, int, int]:            # (epochs to run or None, updates per epoch, total updates)
+    "How long a run will train: `epochs` (else the recipe's, unless `max_steps` alone is given), capped by `max_steps`."
+    n_epochs = epochs if epochs is not None else (None if max_steps is not None else recipe.epochs)
+    return (n_epochs, math.ceil(n_batches / recipe.accum_steps),
+            planned_updates(n_batches, recipe.accum_steps, max_steps, n_epochs))
+
+def fitted_warmup(warmup_steps: int, planned: int, # the recipe's warmup; the run's planned updates
+                  share: float=WARMUP_SHARE) -> int:
+    "The warmup, shortened to `share` of the planned updates (at least 1) where it is longer."
+    return min(warmup_steps, max(1, math.floor(planned * share)))
+
+# %% ../nbs/16_multi30k.ipynb #8c2d5e3a
+def fit_schedule(recipe: Multi30kRecipe, planned: int, # the recipe; the run's planned updates (`run_length`)
+                 log=None,                              # callable for the line that says what changed
+                ) -> Multi30kRecipe:
+    "The recipe with its warmup fitted to a short run and `lr_scale` shrunk so the §5.3 peak rate stays the recipe's."
+    w = fitted_warmup(recipe.warmup_steps, planned)
+    if w == recipe.warmup_steps: return recipe
+    scale = recipe.lr_scale * (w / recipe.warmup_steps) ** 0.5    # peak ∝ lr_scale · warmup^-0.5: unchanged
+    if log: log(f"warmup shortened from {recipe.warmup_steps} to {w} updates ({WARMUP_SHARE:.0%} of the {planned} planned: "
+                f"the recipe's warmup would outlast the run, its learning rate never reaching the peak) and lr_scale from "
+                f"{recipe.lr_scale:g} to {scale:.4g}, keeping the recipe's peak rate; --warmup-steps sets it yourself")
+    return Multi30kRecipe.from_dict({**recipe.to_dict(), "warmup_steps": w, "lr_scale": scale})
 
 # %% ../nbs/16_multi30k.ipynb #ea501276
-def training_parts(run: Multi30kRun, device: torch.device) -> tuple:
+def training_parts(run: Multi30kRun, device: torch.device,
+                   max_steps: int|None=None, epochs: int|None=None, # as `train_multi30k` takes them: the planned updates
+                   log=None,                                        # callable for the note on a fitted schedule
+                  ) -> tuple:
     "(model, batches, validation batches, optimizer, schedule, loss) for a run; seed the RNGs first."
     recipe, codec, pin = run.recipe, run.codec, device.type == "cuda"
     model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model, dropout=recipe.dropout,
@@ -307,11 +348,12 @@ def training_parts(run: Multi30kRun, device: torch.device) -> tuple:
     run.train_pairs, run.n_train = None, len(train_data)   # the packed ids are all training needs from here on
     loader = token_batch_loader(train_data, recipe.batch_tokens, seed=run.seed, pin_memory=pin)
     val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=pin)
+    if run.fit_schedule:                                   # recorded in the run's recipe: a resumed run keeps it
+        run.recipe = recipe = fit_schedule(recipe, run_length(len(loader), recipe, max_steps, epochs)[2], log)
     opt = make_optimizer(model)
     sched = make_scheduler(opt, model.config.d_model, recipe.warmup_steps, recipe.lr_scale)
     loss_fn = LabelSmoothingLoss(codec.tgt_vocab_size, recipe.label_smoothing, model.config.pad_idx)
     return model, loader, val_loader, opt, sched, loss_fn
-
 
 # %% ../nbs/16_multi30k.ipynb #da9d491b
 def averageable(ckpt_dir, save_every: int, # the run's directory; its checkpoint interval
@@ -335,9 +377,7 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
     "Train with chapter 11's `fit`, keeping the averageable checkpoints, history.csv and (if installed) TensorBoard logs."
     model, loader, val_loader, opt, sched, loss_fn = parts
     recipe, ckpt_dir, keep = run.recipe, run.ckpt_dir, max(run.recipe.average, 1)
-    n_epochs = epochs if epochs is not None else (None if max_steps is not None else recipe.epochs)
-    updates_per_epoch = math.ceil(len(loader) / recipe.accum_steps)
-    total = min(x for x in (max_steps, n_epochs * updates_per_epoch if n_epochs else None) if x is not None)
+    n_epochs, updates_per_epoch, total = run_length(len(loader), recipe, max_steps, epochs)
     if ctx.is_main:
         log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) {run.src}→{run.tgt} on {run.n_train} "
             f"pairs, {updates_per_epoch} updates per epoch, up to {total} updates, on {hardware_summary(ctx.device)}")
@@ -378,6 +418,7 @@ def run_summary(run: Multi30kRun, model, state, train_time: float, history: list
             "recipe": run.recipe.to_dict(), "device": str(device),
             "data": run.corpus.train if run.corpus.kind == "files" else str(resolve_data_dir(run.corpus.data_dir)[0]),
             "corpus": run.corpus.to_dict(), "evaluated": list(run.evaluate_splits), "history": [str(p) for p in history],
+            "skipped_pairs": run.skipped,
             "hardware": hardware_summary(device), "parameters": count_parameters(model),
             "src_vocab_size": run.codec.src_vocab_size, "tgt_vocab_size": run.codec.tgt_vocab_size,
             "train_pairs": run.n_train, "updates": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0),
@@ -469,7 +510,7 @@ def translate_nbest(model, codec, sentences, n_best: int, beam_size: int=4, leng
     for j in cut:
         if warn: warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} tokens; translating its first {max_len - 2}")
     out, dev = [[] for _ in sentences], next(model.parameters()).device
-    for i, x in zip(todo, tqdm(ids, desc="decoding", unit="sent", file=sys.stderr, disable=not progress)):
+    for i, x in tqdm(zip(todo, ids), total=len(ids), desc="decoding", unit="sent", file=sys.stderr, disable=not progress):
         out[i] = [(s, codec.decode_tgt(h)) for s, h in nbest_search(model, torch.tensor([x], device=dev), n_best, beam_size, length_penalty)]
     return out
 

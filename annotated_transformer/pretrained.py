@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from .model import Transformer, count_parameters
 from .data import BPECodec, WordCodec, codec_from_dict
 from .checkpoints import load_checkpoint, model_from_checkpoint
-from .data import check_direction
+from .data import check_direction, default_direction
 from .multi30k import load_translator, direction, check_same_direction
 
 
@@ -137,10 +137,9 @@ def render_card(card: dict|None,                    # heading -> content, in ord
 
 # %% ../nbs/32_pretrained.ipynb #7db05c0c
 def _direction(where: str, extra: dict, src: str|None, tgt: str|None) -> tuple[str, str]:
-    "The language pair: the arguments, else the checkpoint's extra, else the vocabulary's, else de→en."
+    "The language pair: the arguments, else the checkpoint's extra, else the vocabulary's, else `default_direction`'s."
     vocab = extra["vocab"]
-    src = src or extra.get("src") or vocab.get("src_lang") or "de"
-    tgt = tgt or extra.get("tgt") or vocab.get("tgt_lang") or "en"
+    src, tgt = default_direction(src or extra.get("src") or vocab.get("src_lang"), tgt or extra.get("tgt") or vocab.get("tgt_lang"))
     if src == tgt: raise ValueError(f"cannot export {where} as {src}→{tgt}: source and target are the same language")
     recorded = {"checkpoint": (extra.get("src"), extra.get("tgt")), "vocabulary": (vocab.get("src_lang"), vocab.get("tgt_lang"))}
     for rec, (s, t) in recorded.items():
@@ -282,7 +281,7 @@ def open_translator(checkpoint=None,  # a checkpoint written by `train` or `aver
         data = (ck.get("extra") or {}).get("data")             # where the run's data came from (absent in old checkpoints)
         return m, codec, {"checkpoint": str(checkpoint), "src": direction(ck)[0], "tgt": direction(ck)[1], **({"data": data} if data else {})}
     if model is None:
-        s = src or ("en" if tgt == "de" else "de"); t = tgt or ("de" if s == "en" else "en")
+        s, t = default_direction(src, tgt)
         check_direction(s, t); model = f"{s}-{t}"
     m, codec, meta = load_model(model, device)
     check_same_direction((meta["src_lang"], meta["tgt_lang"]), src, tgt, f"model {model}")

@@ -21,7 +21,7 @@ from .runtime import (autocast, grad_scaler, data_parallel, grad_sync, all_reduc
 from .checkpoints import Checkpointer
 
 # %% auto #0
-__all__ = ['TrainState', 'TrainStep', 'validate', 'fit', 'FusedLabelSmoothingLoss']
+__all__ = ['TrainState', 'TrainStep', 'validate', 'fit', 'planned_updates', 'FusedLabelSmoothingLoss']
 
 # %% ../nbs/11_training.ipynb #2b2dd0b2
 @dataclass
@@ -235,6 +235,17 @@ def fit(model, train_loader, optimizer, scheduler=None, loss_fn=None, *, max_ste
             state.epoch += 1; state.batch_in_epoch = 0
         stop.raise_if_stopped(stop_signal, state.step, ckpts.save(state))
     return state
+
+# %% ../nbs/11_training.ipynb #9f65f62c
+def planned_updates(n_batches: int,        # micro-batches per epoch (`len(loader)`)
+                    accum_steps: int,      # micro-batches per update
+                    max_steps: int|None,   # as `fit` takes them
+                    epochs: int|None,
+                   ) -> int:               # the updates `fit` makes, unless a signal stops it
+    "`epochs` epochs of ⌈n_batches / accum_steps⌉ updates, capped by `max_steps`: where `fit` stops."
+    if max_steps is None and epochs is None: raise ValueError("give max_steps or epochs (or both)")
+    per_epoch = math.ceil(n_batches / accum_steps)
+    return min(n for n in (max_steps, None if epochs is None else epochs * per_epoch) if n is not None)
 
 # %% ../nbs/11_training.ipynb #a63c9238
 class _SmoothedCE(torch.autograd.Function):

@@ -67,3 +67,13 @@ def test_fast_search_workers_and_int8(setup):
 def test_sentence_ids():
     assert sentence_ids([BOS_IDX, 5, 6, EOS_IDX, PAD_IDX, PAD_IDX]) == [5, 6]
     assert sentence_ids([5, PAD_IDX, 6]) == [5, 6]
+
+
+def test_lever_sentences_zero_means_no_lever_table():
+    "bench --translate --lever-sentences 0: accepted (its help says 0 means no lever table); a negative count is not."
+    from annotated_transformer.cli import build_parser
+    p = build_parser()
+    assert p.parse_args(["bench", "--translate", "--lever-sentences", "0"]).lever_sentences == 0
+    assert p.parse_args(["bench", "--translate", "--lever-sentences", "3"]).lever_sentences == 3
+    with pytest.raises(SystemExit): p.parse_args(["bench", "--translate", "--lever-sentences", "-1"])
+    with pytest.raises(SystemExit): p.parse_args(["bench", "--translate", "--n-sentences", "0"])   # the others stay ≥ 1

@@ -111,3 +111,32 @@ def test_a_configured_root_without_tatoeba_says_what_is_missing(tmp_path, monkey
         assert part in msg, part
     assert not (root / "tatoeba").exists()                 # a folder the user named is never written to
     with pytest.raises(FileNotFoundError, match="tatoeba-test-v2021-08-07.de.gz"): load_split(TATOEBA, root)
+
+
+def test_a_data_dir_without_multi30k_says_how_to_get_it(tmp_path):
+    "--data-dir naming a folder with neither multi30k/ nor its files: the error names the mirror variable and where the files go."
+    from annotated_transformer.data import DATA_URL_ENV, resolve_data_dir
+    with pytest.raises(FileNotFoundError) as e: resolve_data_dir(tmp_path)
+    msg = str(e.value)
+    for part in ("holds neither a multi30k/ folder nor Multi30k files", DATA_URL_ENV, str(tmp_path / "multi30k"), DATA_ENV):
+        assert part in msg, (part, msg)
+
+
+@pytest.mark.parametrize("bpe", [False, True], ids=["word", "bpe"])
+def test_nfc_and_nfd_encode_to_the_same_ids(bpe):
+    "ü as one code point (NFC) or as u + combining diaeresis (NFD): the same word, the same ids, in both vocabulary kinds."
+    import unicodedata
+    from annotated_transformer.data import build_codec
+    nfc = [("Ein Mädchen läuft über die Brücke.", "A girl walks over the bridge."),
+           ("Zwei Mädchen grüßen die Jungen.", "Two girls greet the boys."),
+           ("Über der Brücke fliegt ein Vogel.", "A bird flies over the bridge.")]
+    nfd = [tuple(unicodedata.normalize("NFD", x) for x in p) for p in nfc]
+    assert nfd != nfc
+    codec = build_codec((nfc + nfd) * 2, bpe=bpe, bpe_vocab_size=200, min_freq=2)   # a corpus holding both forms
+    for s, _ in nfc:
+        ids = codec.encode_src([s])[0]
+        assert codec.encode_src([unicodedata.normalize("NFD", s)])[0] == ids
+        assert 3 not in ids                                                      # UNK_IDX: the words are known
+    if not bpe:
+        for v in (codec.src_vocab, codec.tgt_vocab):
+            assert all(unicodedata.is_normalized("NFC", t) for t in v.itos)      # no NFD token in the vocabulary

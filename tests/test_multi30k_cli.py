@@ -314,3 +314,45 @@ def test_empty_file(tmp_path):
     write_split(folder, "test_2016_flickr", ["Ein Hund."], ["A dog."])
     r = cli("train", "--recipe", "tiny", "--max-steps", 1, "--checkpoint-dir", tmp_path / "ck", "--data-dir", folder)
     assert r.returncode == 1 and "train.de.gz is empty" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("flags, want", [([], ("de", "en")), (["--tgt", "de"], ("en", "de")), (["--src", "en"], ("en", "de")),
+                                         (["--tgt", "en"], ("de", "en")), (["--src", "de"], ("de", "en"))])
+def test_one_default_direction_names_the_folder(flags, want, tmp_path, monkeypatch):
+    "`train --tgt de` plans and writes checkpoints/multi30k-RECIPE-en-de: the CLI's check and the run agree (no training)."
+    from types import SimpleNamespace
+    import torch
+    from annotated_transformer.cli import build_parser, _default_checkpoint_dir
+    from annotated_transformer.multi30k import prepare_run
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["train", "--recipe", "tiny", "--data-dir", str(SAMPLE_DIR), *flags])
+    planned = _default_checkpoint_dir(args, exists=False)                   # what the command line checks first
+    run = prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), "tiny", None, str(SAMPLE_DIR), False, 50, None,
+                      args.src, args.tgt, None, None, ("val",), {}, lambda m: None)   # what the run writes to
+    assert (run.src, run.tgt) == want
+    assert run.ckpt_dir == planned == Path("checkpoints/multi30k-tiny" + ("" if want == ("de", "en") else "-en-de"))
+
+
+def test_default_direction_is_one_rule():
+    from annotated_transformer.data import default_direction
+    assert default_direction(None, None) == ("de", "en")
+    assert default_direction(None, "de") == default_direction("en", None) == ("en", "de")
+    assert default_direction("de", None) == default_direction(None, "en") == ("de", "en")
+    assert default_direction("pt", "es") == ("pt", "es") and default_direction("de", "de") == ("de", "de")  # given: as given
+    for src, tgt in (("fr", None), (None, "pt_br")):
+        with pytest.raises(ValueError, match="give both"): default_direction(src, tgt)
+
+
+def test_nbest_progress_bar_reaches_the_end(capsys):
+    "translate --n-best: the bar counts every sentence it decoded (3/3), blank lines aside."
+    import torch
+    from annotated_transformer.data import BPECodec
+    from annotated_transformer.model import create_transformer
+    from annotated_transformer.multi30k import translate_nbest
+    codec = BPECodec.build(load_split("train", SAMPLE_DIR, 200, download=False), vocab_size=300)
+    torch.manual_seed(0)
+    m = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, "tiny", share_embeddings=True, max_len=24).eval()
+    out = translate_nbest(m, codec, ["Hallo.", "", "Wie geht es dir?", "Gut."], 2, beam_size=2, progress=True)
+    assert [len(o) for o in out] == [2, 0, 2, 2]
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "3/3" in bar, bar

@@ -185,3 +185,39 @@ def test_label_smoothed_loss_fast_equals_explicit_for_any_log_probabilities(c):
             assert s.item() >= -tol, ctx                                   # a KL divergence is never negative
     total_f, total_s = fast(z, target), slow(z, target)                   # and the sums over the batch
     assert not total_f.isnan() and total_f.isinf() == total_s.isinf()
+
+
+# ---- inputs without a heads axis, (batch, len, d): the fused path takes every mask check_mask takes ----------------
+
+@st.composite
+def headless_mask_case(draw):
+    "Scores (batch, q_len, k_len) and a mask shape of rank 0-4 whose every dim is 1, the full size or a wrong size."
+    full = (draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    rank = draw(st.integers(0, 4))
+    shape = []
+    for i in range(rank):
+        size = full[i - rank] if rank - i <= 3 else 2        # a fourth, leading dim has no counterpart in the scores
+        kind = draw(st.sampled_from(["one", "full", "wrong"]))
+        shape.append(1 if kind == "one" else size if kind == "full" else size + draw(st.integers(1, 2)))
+    return full, tuple(shape), draw(st.floats(0.0, 1.0)), draw(st.integers(0, 2**31 - 1))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(headless_mask_case())
+def test_headless_inputs_fused_equals_explicit_for_every_mask_check_mask_accepts(case):
+    (b, q_len, k_len), shape, p_keep, seed = case
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(b, n, 4, generator=g) for n in (q_len, k_len, k_len))
+    mask = torch.rand(shape, generator=g) < p_keep
+    # rank ≤ 3 (a 4-D mask would broadcast its batch against the inputs') and each dim 1 or the full size
+    rule = len(shape) <= 3 and all(m in (1, s) for m, s in zip(shape[::-1], (b, q_len, k_len)[::-1]))
+    _, check_err = _attempt(lambda: check_mask(mask, (b, q_len, k_len)))
+    explicit, explicit_err = _attempt(lambda: scaled_dot_product_attention(q, k, v, mask)[0])
+    fused, fused_err = _attempt(lambda: fused_attention(q, k, v, mask))
+    assert (check_err is None) == rule, f"check_mask {'accepted' if check_err is None else 'refused'} {shape} for scores {(b, q_len, k_len)}"
+    for name, err in {"explicit": explicit_err, "fused": fused_err}.items():
+        assert (err is None) == rule, f"{name} path {'refused' if err else 'accepted'} mask {shape} (check_mask: {check_err}): {err!r}"
+        if err is not None: assert isinstance(err, ValueError) and "does not broadcast" in str(err), f"{name}: {err!r}"
+    if rule:
+        assert explicit.shape == fused.shape == (b, q_len, 4)
+        torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)   # two kernels: equal to float32 rounding

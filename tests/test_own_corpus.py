@@ -217,3 +217,68 @@ def test_multi30k_still_refuses_other_languages(tmp_path):
     rc, _, err = run_main("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--src", "fr", "--tgt", "en", "--max-steps", 1,
                           "--checkpoint-dir", tmp_path / "run")
     assert rc == 1 and "cannot translate fr→en: this data pairs de and en" in err
+
+
+def prepare(corpus_dir: Path, **kw):
+    "`prepare_run` as `train` calls it, on your files (no model, no training): the run and its log lines."
+    from types import SimpleNamespace
+    from annotated_transformer.data import Corpus
+    from annotated_transformer.multi30k import prepare_run
+    logs = []
+    kw = {"recipe_name": "tiny", "checkpoint_dir": None, "data_dir": None, "resume": False, "max_train_pairs": None,
+          "seed": None, "src": "xx", "tgt": "yy", "corpus": Corpus.files(corpus_dir / "train", corpus_dir / "valid"),
+          "vocab_file": None, "evaluate_splits": ("val",), "overrides": {}, "log": logs.append, **kw}
+    return prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), **kw), logs
+
+
+def test_a_pair_with_an_empty_side_is_skipped_and_named(tmp_path):
+    c = make_corpus(tmp_path / "blank", 20, 6, 1)
+    xx = (c / "train.xx").read_text(encoding="utf-8").splitlines(); xx[4] = ""              # line 5: a blank source
+    (c / "train.xx").write_text("".join(s + "\n" for s in xx), encoding="utf-8")
+    yy = gzip.decompress((c / "train.yy.gz").read_bytes()).decode().splitlines(); yy[8] = " \t"  # line 9: only whitespace
+    (c / "train.yy.gz").write_bytes(gzip.compress("".join(s + "\n" for s in yy).encode()))
+    run, logs = prepare(c, checkpoint_dir=tmp_path / "run")
+    assert len(run.train_pairs) == 18 and all(s.strip() and t.strip() for s, t in run.train_pairs)
+    assert run.train_pairs[4] == (xx[5], yy[5])                              # the next pair moves up: nothing else changes
+    assert (f"skipped 2 pairs with an empty side: {c / 'train.xx'} line 5, {c / 'train.yy.gz'} line 9"
+            in "\n".join(logs)), logs
+    assert run.skipped == {"train": [f"{c / 'train.xx'} line 5", f"{c / 'train.yy.gz'} line 9"]}
+    assert len(run.val_pairs) == 6                                           # a clean split: nothing said, nothing skipped
+    run, logs = prepare(c, checkpoint_dir=tmp_path / "run", max_train_pairs=6)      # lines 1-7: 6 kept, line 5 left out
+    assert len(run.train_pairs) == 6 and run.skipped == {"train": [f"{c / 'train.xx'} line 5"]}
+
+
+def test_the_warmup_fits_a_short_run_on_your_files(tmp_path):
+    "500 pairs with the small recipe plan a few dozen updates: an 800-update warmup would never reach the peak rate."
+    import math
+    from annotated_transformer.checkpoints import save_checkpoint
+    from annotated_transformer.multi30k import RECIPES, training_parts
+    c = make_corpus(tmp_path / "c500", 500, 20, 1)
+    run, _ = prepare(c, recipe_name="small", checkpoint_dir=tmp_path / "run")
+    model, loader, _, _, sched, _ = training_parts(run, torch.device("cpu"))
+    planned = math.ceil(len(loader) / run.recipe.accum_steps) * run.recipe.epochs
+    assert planned < RECIPES["small"].warmup_steps
+    assert run.recipe.warmup_steps <= planned / 4, f"warmup {run.recipe.warmup_steps} of {planned} planned updates"
+    from annotated_transformer.multi30k import WARMUP_SHARE, fitted_warmup, run_length
+    assert run.recipe.warmup_steps == fitted_warmup(800, planned) == max(1, math.floor(planned * WARMUP_SHARE))
+    peak = lambda w, scale: scale * model.config.d_model ** -0.5 * w ** -0.5      # §5.3's rate at step = warmup
+    test_peak = peak(run.recipe.warmup_steps, run.recipe.lr_scale)
+    assert abs(test_peak / peak(800, RECIPES["small"].lr_scale) - 1) < 1e-9          # the recipe's peak rate, reached sooner
+    for _ in range(run.recipe.warmup_steps - 1): sched.optimizer.step(); sched.step()
+    assert abs(sched.get_last_lr()[0] / test_peak - 1) < 1e-6         # update number `warmup` runs at the recipe's peak rate
+    assert run_length(len(loader), run.recipe, max_steps=None, epochs=None)[2] == planned
+    logs = []                                                  # the line that says so, with max_steps: the planned updates
+    run, _ = prepare(c, recipe_name="small", checkpoint_dir=tmp_path / "run")
+    training_parts(run, torch.device("cpu"), max_steps=20, log=logs.append)
+    assert run.recipe.warmup_steps == 5 and any("warmup shortened from 800 to 5 updates" in m and "20 planned" in m
+                                                 for m in logs), logs
+    save_checkpoint(tmp_path / "run" / "step_1.pt", model, extra={     # what `fit_run` records: the fitted recipe
+        "task": "multi30k", "preset": "small", "seed": 0, "max_train_pairs": None, "src": "xx", "tgt": "yy",
+        "recipe": run.recipe.to_dict(), "vocab": run.codec.to_dict(), "data": run.corpus.to_dict()})
+    resumed, logs = prepare(c, recipe_name="small", checkpoint_dir=tmp_path / "run", resume=True)
+    training_parts(resumed, torch.device("cpu"), log=logs.append)  # resumed: the recorded schedule, not fitted again
+    assert (resumed.recipe.warmup_steps, resumed.recipe.lr_scale) == (5, run.recipe.lr_scale)
+    assert not any("warmup" in m for m in logs)
+    run, logs = prepare(c, recipe_name="small", checkpoint_dir=tmp_path / "run2", overrides={"warmup_steps": 800})
+    training_parts(run, torch.device("cpu"), log=logs.append)
+    assert run.recipe.warmup_steps == 800                                    # --warmup-steps given: the user's choice stands

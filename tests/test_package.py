@@ -1,4 +1,4 @@
-"The package installs (not editable) and imports from another directory; the CLI answers --version and --help."
+"The package installs (not editable) and imports from another directory; the CLI answers --version and --help; every import is a declared dependency; README.md links the website."
 import subprocess, sys, os
 from pathlib import Path
 import annotated_transformer
@@ -41,3 +41,70 @@ def test_the_cli_imports_the_chapters_and_no_chapter_imports_the_cli():
     for f in pkg.glob("*.py"):
         if f.name in ("cli.py", "__main__.py", "_modidx.py"): continue
         assert not re.search(r"from \.cli import|annotated_transformer\.cli", f.read_text(encoding="utf-8")), f.name
+
+
+# ---- A plain `pip install .` must be enough: every import the package makes is declared. ----
+import ast, re, tomllib
+from importlib.metadata import packages_distributions
+
+PKG = ROOT / "annotated_transformer"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _dist_name(requirement):
+    "'spacy>=3.7,<4' -> 'spacy'; names compared normalized (PEP 503)."
+    return re.sub(r"[-_.]+", "-", re.match(r"\s*([A-Za-z0-9._-]+)", requirement).group(1)).lower()
+
+
+def _imports(tree, lazy):
+    "(top-level name, line) of each absolute import; `lazy`: also those inside functions (else only what runs at import)."
+    todo = list(tree.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not lazy: continue
+        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test): continue
+        if isinstance(n, ast.Import): yield from ((a.name.split(".")[0], n.lineno) for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and n.level == 0: yield n.module.split(".")[0], n.lineno
+        todo.extend(ast.iter_child_nodes(n))
+
+
+def _undeclared(allowed, lazy):
+    "'file:line: import X (distribution D)' for each import of a module no distribution in `allowed` provides."
+    provides = packages_distributions()
+    bad = []
+    for f in sorted(PKG.glob("*.py")):
+        for top, line in _imports(ast.parse(f.read_text(encoding="utf-8")), lazy):
+            if top in sys.stdlib_module_names or top == "annotated_transformer": continue
+            # Not installed here (an extra without a wheel for this platform): assume the distribution has the module's name.
+            dists = {_dist_name(d) for d in provides.get(top, [])} or {_dist_name(top)}
+            if not dists & allowed: bad.append(f"{f.name}:{line}: import {top} (distribution {', '.join(sorted(dists))})")
+    return sorted(set(bad))
+
+
+def test_every_module_imports_with_the_runtime_dependencies_only():
+    "What runs at import time (every module, the CLI included) needs only [project].dependencies: `pip install .` starts the CLI."
+    runtime = {_dist_name(d) for d in PYPROJECT["project"]["dependencies"]}
+    assert not (bad := _undeclared(runtime, lazy=False)), f"not in [project].dependencies of pyproject.toml: {bad}"
+
+
+def test_every_lazy_import_is_a_runtime_dependency_or_an_extra():
+    "Imports inside functions may come from an optional extra (ctranslate2, tensorboard), never from [dev] alone."
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    allowed = {_dist_name(d) for k, ds in extras.items() if k != "dev" for d in ds} | \
+              {_dist_name(d) for d in PYPROJECT["project"]["dependencies"]}
+    assert not (bad := _undeclared(allowed, lazy=True)), f"neither a dependency nor in a user extra of pyproject.toml: {bad}"
+
+
+# ---- README.md is read on the repository's front page: its links must lead somewhere from there. ----
+def test_readme_links_chapters_on_the_website_not_relatively():
+    "A relative `page.html` link works on the website, not on GitHub; README.md links each chapter on the website, and each such page exists."
+    site = PYPROJECT["project"]["urls"]["Documentation"].rstrip("/") + "/"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r'\]\(([^)\s]+)|href="([^"]+)"', readme)
+    targets = [a or b for a, b in targets]
+    relative = [t for t in targets if ".html" in t and not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:|#", t)]
+    assert not relative, f"README.md has relative links (dead on GitHub; edit nbs/index.ipynb or tools/readme.py): {relative}"
+    # The website's pages: index.html and one per notebook, named without its number (nbs/16_multi30k.ipynb -> multi30k.html).
+    pages = {re.sub(r"^\d+_", "", p.stem) + ".html" for p in (ROOT / "nbs").glob("*.ipynb")}
+    missing = [t for t in targets if t.startswith(site) and t[len(site):].split("#")[0] not in pages | {""}]
+    assert not missing, f"README.md links pages the website does not have: {missing}"

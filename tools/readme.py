@@ -2,13 +2,23 @@
 """Write README.md from nbs/index.ipynb without Quarto (which `nbdev-readme` needs).
 
 Markdown cells are copied, visible code cells become ```python blocks followed by their text output;
-`#| hide` cells and nbdev directives are dropped. `python tools/readme.py --check` exits 1 if README.md
-is out of date (CI runs it)."""
+`#| hide` cells and nbdev directives are dropped. The website (rendered from the same notebook) links its
+chapters relatively (`multi30k.html`); on the repository's front page those lead nowhere, so README.md gets
+them as absolute links to the website (the Documentation URL of pyproject.toml).
+`python tools/readme.py --check` exits 1 if README.md is out of date (CI runs it)."""
 import json, re, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SITE = re.search(r'^Documentation\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M).group(1)
+# A relative link to a page: `](page.html)`, `](page.html#anchor)`, `href="page.html"`; not `https:…`, `/…` or `#…`.
+REL_HTML = re.compile(r'(\]\(|href=")(?![A-Za-z][A-Za-z0-9+.-]*:|/|#)([^)"\s]+?\.html(?:#[^)"\s]*)?)(?=[)"\s])')
 HEADER = "<!-- WARNING: generated from nbs/index.ipynb by tools/readme.py; edit the notebook, not this file. -->\n\n"
+
+
+def absolute_links(md: str, site: str = SITE) -> str:
+    "Markdown with each relative `*.html` link made absolute on `site` (the website's base URL)."
+    return REL_HTML.sub(lambda m: m[1] + site.rstrip("/") + "/" + m[2].removeprefix("./"), md)
 
 
 def _text_output(cell):
@@ -27,7 +37,7 @@ def render(nb_path=ROOT / "nbs" / "index.ipynb") -> str:
     for c in nb["cells"]:
         src = "".join(c["source"])
         if c["cell_type"] == "markdown":
-            parts.append(src.strip())
+            parts.append(absolute_links(src.strip()))
             continue
         lines = src.splitlines()
         flags = [l for l in lines if l.startswith("#|")]
