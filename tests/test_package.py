@@ -108,3 +108,15 @@ def test_readme_links_chapters_on_the_website_not_relatively():
     pages = {re.sub(r"^\d+_", "", p.stem) + ".html" for p in (ROOT / "nbs").glob("*.ipynb")}
     missing = [t for t in targets if t.startswith(site) and t[len(site):].split("#")[0] not in pages | {""}]
     assert not missing, f"README.md links pages the website does not have: {missing}"
+
+
+def test_the_book_names_no_ci_data_folder():
+    "Readers have no ../shared folder: their data root is the cache or a folder of their own (issue: chapter 16 named it)."
+    import re
+    root = Path(__file__).resolve().parents[1]
+    bad = re.compile(r"\.\./shared|shared/data")
+    hits = []
+    for f in [*sorted((root / "nbs").glob("*.ipynb")), root / "README.md", *sorted((root / "annotated_transformer").glob("*.py"))]:
+        for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            if bad.search(line): hits.append(f"{f.relative_to(root)}:{i}: {line.strip()[:120]}")
+    assert not hits, hits
