@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/copy_task.ht
 
 # %% ../nbs/12_copy_task.ipynb #3b761d51
 from __future__ import annotations
-import os
+import copy, os
 from typing import NamedTuple
 import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX
@@ -20,8 +20,9 @@ from .runtime import seed_everything, dist_rank_world
 
 # %% auto #0
 __all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'COPY_AVERAGE', 'COPY_AVERAGE_EVERY',
-           'copy_sequence', 'copy_pairs', 'held_out_pairs', 'exact_match', 'copy_margin', 'RecipeMismatch',
-           'check_copy_recipe', 'averaged_steps', 'WeightSnapshots', 'CopyRun', 'train_copy', 'copy_scores']
+           'COPY_CHECK_PAIRS', 'copy_sequence', 'copy_pairs', 'held_out_pairs', 'exact_match', 'copy_margin',
+           'RecipeMismatch', 'check_copy_recipe', 'averaged_steps', 'WeightSnapshots', 'CopyRun', 'train_copy',
+           'copy_scores']
 
 # %% ../nbs/12_copy_task.ipynb #c0b76b8f
 COPY_VOCAB_SIZE = 14          # 4 special tokens + 10 symbols
@@ -99,8 +100,9 @@ def copy_margin(model: Transformer,        # a copy model
 
 # %% ../nbs/12_copy_task.ipynb #a7d5e3c2
 COPY_MAX_STEPS = 2000          # the recipe's updates (`train_copy`'s default)
-COPY_AVERAGE = 5              # §6.1: the recipe's model is the mean of the weights after the last 5 ...
-COPY_AVERAGE_EVERY = 100      # ... of every 100th update (and the last update)
+COPY_AVERAGE = 5              # §6.1: the recipe's model is the mean of 5 of the weights after ...
+COPY_AVERAGE_EVERY = 100      # ... every 100th update of the last 1,000 (the last 5 that pass the check below)
+COPY_CHECK_PAIRS = 500        # the check: a snapshot must copy this many of its own training pairs exactly
 
 class RecipeMismatch(ValueError):
     "A resumed run asked for another recipe than its checkpoint's; `diffs` holds (field, the checkpoint's value, the asked value)."
@@ -164,17 +166,28 @@ class CopyRun(NamedTuple):
     model: Transformer        # the averaged model (§6.1); the run's last checkpoint holds its last weights
     state: TrainState         # counters and loss history of the run
     train: list               # the training pairs (`held_out_pairs` avoids them)
-    averaged: list[int]       # the updates whose weights were averaged
+    averaged: list[int]       # the updates whose weights were averaged (those that passed the check)
 
-def _average_into(model, snaps: WeightSnapshots, steps: list[int], checkpoint_dir=None) -> list[int]:
-    "Load into `model` the mean of its weights after `steps` (the last: now); those before a resume are read from its checkpoints."
+def _copies(probe, weights: dict, pairs: list) -> bool:
+    "Do these weights copy every pair exactly (a positive margin at every position)?"
+    probe.load_state_dict(weights)
+    return bool(copy_margin(probe, pairs).min() > 0)
+
+def _average_into(model, snaps: WeightSnapshots, steps: list[int], # candidates, ascending; the last: now
+                  keep: int, checkpoint_dir=None,                    # how many to average; where a resumed run's are
+                  check: list|None=None,                             # pairs a candidate must copy exactly
+                 ) -> list[int]:                                     # the updates averaged
+    "Load into `model` the mean of its last `keep` candidate weights that pass `check` (all fail: the last `keep`)."
     w = {s: snaps.weights.get(s) for s in steps[:-1]} | {steps[-1]: model.state_dict()}
     for s in [s for s, v in w.items() if v is None]:
         p = checkpoint_path(checkpoint_dir, s) if checkpoint_dir is not None else None
         if p is not None and p.exists(): w[s] = load_checkpoint(p)["model"]
         else: del w[s]                                  # resumed, and that checkpoint was not kept
-    if len(w) > 1: model.load_state_dict(average_weights([w[s] for s in sorted(w)]))
-    return sorted(w)
+    probe = copy.deepcopy(model)
+    good = [s for s in sorted(w) if check and _copies(probe, w[s], check)]
+    chosen = (good or sorted(w))[-keep:]
+    model.load_state_dict(average_weights([w[s] for s in chosen]))
+    return chosen
 
 # %% ../nbs/12_copy_task.ipynb #6181ef46
 def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: run `epochs` epochs)
@@ -187,14 +200,13 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
                clip_grad: float|None=1.0,   # gradient-norm clipping
                n_train: int=20000,          # training sequences
                dropout: float=0.0,          # see the callout above
-               average: int=COPY_AVERAGE,   # the model is the mean of the weights after this many updates (§6.1; 1: the last)
+               average: int=COPY_AVERAGE,   # the model is the mean of this many snapshots (§6.1; 1: one, the last good)
                average_every: int=COPY_AVERAGE_EVERY, # the spacing of those updates
                device=None,                 # default: cpu, or this process's GPU under torchrun
                **fit_kwargs,                # passed to `fit`: epochs, accum_steps, precision, checkpoint_dir, save_every, resume_from, progress, ...
               ) -> CopyRun:
-    "Train a Transformer on the copy task with `fit` (§5), then average its last weights (§6.1); refuses to resume another recipe (`ValueError`)."
-    if device is None: device = "cpu"
-    device = torch.device(device)
+    "Train on the copy task with `fit` (§5), then average the last weights (§6.1); refuses another recipe's checkpoint."
+    device = torch.device(device or "cpu")
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
     recipe = dict(seed=seed, preset=preset, batch_tokens=batch_tokens, warmup_steps=warmup_steps, lr_scale=lr_scale,
                   label_smoothing=label_smoothing, clip_grad=clip_grad, n_train=n_train, dropout=dropout,
@@ -210,12 +222,13 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
     fit_kwargs.setdefault("extra", {"task": "copy", "recipe": recipe})
     fit_kwargs.setdefault("nonpad_logits", False)   # the recipe's runs project every position; see the callout below
     planned = planned_updates(len(loader), fit_kwargs.get("accum_steps", 1), max_steps, fit_kwargs.get("epochs"))
-    snaps, user_hook = WeightSnapshots(model, averaged_steps(planned, average, average_every)), fit_kwargs.pop("on_step", None)
+    candidates = lambda final: averaged_steps(final, 2 * average, average_every)   # the last 10 snapshots
+    snaps, user_hook = WeightSnapshots(model, candidates(planned)), fit_kwargs.pop("on_step", None)
     def on_step(st): snaps(st); user_hook and user_hook(st)
     state = fit(model, loader, opt, sched, loss, max_steps=max_steps, clip_grad=clip_grad, device=device, on_step=on_step,
                 **fit_kwargs)
-    return CopyRun(model, state, train, _average_into(model, snaps, averaged_steps(state.step, average, average_every),
-                                                   fit_kwargs.get("checkpoint_dir")))
+    return CopyRun(model, state, train, _average_into(model, snaps, candidates(state.step), average,
+                                                      fit_kwargs.get("checkpoint_dir"), train[:COPY_CHECK_PAIRS]))
 
 
 # %% ../nbs/12_copy_task.ipynb #092fcf4d

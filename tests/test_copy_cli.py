@@ -4,8 +4,8 @@ bit for bit in a new process; refuses to resume with another recipe; reports the
 The claim about the trained model is checked with room to spare, so that it holds on any CPU (kernels round
 differently: AVX2, AVX-512, AMX): for each of seeds 0–4, the default recipe copies all 1,000 held-out sequences
 at the end with every target token at least `MARGIN` nats more likely than any other. The recipe's model is the mean of
-the weights after its last five of every 100 updates (§6.1, chapter 12): the last weights alone may sit in a late spike
-(seed 0 on an Intel AVX-512 CPU: 979/1,000), the mean does not (our runs: margins of 4.3 or more)."""
+five of the weights after every 100th update of the last 1,000, the last five that copy 500 of their own training
+pairs (§6.1, chapter 12): the last weights alone may sit in a late spike (seed 0 on an Intel AVX-512 CPU: 979/1,000)."""
 import json, os, subprocess, sys, textwrap
 from pathlib import Path
 import pytest
@@ -56,7 +56,7 @@ def test_copy_reaches_exact_match_on_every_seed(tmp_path):
         assert "train" in (tmp_path / f"seed{s}.err").read_text()            # the progress bar went to stderr
     for s, res in results.items():
         assert (res["task"], res["seed"], res["steps"], res["total"]) == ("copy", s, COPY_MAX_STEPS, 1000), res
-        assert res["averaged"] == averaged_steps(COPY_MAX_STEPS) == [1600, 1700, 1800, 1900, 2000], res
+        assert len(res["averaged"]) == 5 and set(res["averaged"]) <= set(averaged_steps(COPY_MAX_STEPS, 10)), res  # 5 of 1,100..2,000
         assert res["exact_match"] == 1.0 and res["min_margin"] >= MARGIN, res
 
 
