@@ -34,19 +34,20 @@ __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'COMMANDS', 'positive_int', 'non_negat
            'bench_translate_command', 'main']
 
 # %% ../nbs/92_cli.ipynb #5b2c8f06
-def positive_int(s: str) -> int:
-    "argparse type: an integer ≥ 1."
+def _int_at_least(s: str, low: int) -> int:
+    "`s` as an integer ≥ `low`, else argparse's usage error naming it."
     try: v = int(s)
     except ValueError: raise argparse.ArgumentTypeError(f"{s!r} is not an integer")
-    if v < 1: raise argparse.ArgumentTypeError(f"{v} must be at least 1")
+    if v < low: raise argparse.ArgumentTypeError(f"{v} must be at least {low}")
     return v
+
+def positive_int(s: str) -> int:
+    "argparse type: an integer ≥ 1."
+    return _int_at_least(s, 1)
 
 def non_negative_int(s: str) -> int:
     "argparse type: an integer ≥ 0 (for counts where 0 means none)."
-    try: v = int(s)
-    except ValueError: raise argparse.ArgumentTypeError(f"{s!r} is not an integer")
-    if v < 0: raise argparse.ArgumentTypeError(f"{v} must be at least 0")
-    return v
+    return _int_at_least(s, 0)
 
 def _int_list(s: str) -> tuple[int, ...]:
     "argparse type: comma-separated integers ≥ 1 (`--threads 1,2`)."
