@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import torch
 import torch.nn.functional as F
+from fastcore.basics import patch
 from torch import nn
 
 # %% auto #0
@@ -20,7 +21,8 @@ def padding_mask(tokens: torch.Tensor, # (batch, seq_len) int64 token ids
                  pad_idx: int,         # id of the padding token
                 ) -> torch.Tensor:     # (batch, 1, 1, seq_len) bool, True = real token (may attend)
     "Key mask hiding padding positions, broadcastable over heads and queries (§3.2.3)."
-    if tokens.dim() != 2: raise ValueError(f"tokens must be (batch, seq_len), got shape {tuple(tokens.shape)}")
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must be (batch, seq_len), got shape {tuple(tokens.shape)}")
     return (tokens != pad_idx)[:, None, None, :]
 
 def causal_mask(size: int,     # number of target positions, T
@@ -40,13 +42,16 @@ def check_mask(mask: torch.Tensor|None, # the mask to check
                shape: tuple,            # the attention-score shape (batch, heads, q_len, k_len)
                name: str="mask",        # name used in the error
               ):
-    "Raise `TypeError` unless `mask` is bool, `ValueError` unless it broadcasts to `shape`, rank ≤ 4 (§3.2.3)."
+    "`TypeError` unless `mask` is bool, `ValueError` unless it broadcasts to `shape` (§3.2.3)."
     if mask is None: return
     if mask.dtype != torch.bool:
         raise TypeError(f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}")
-    too_many = mask.dim() > min(4, len(shape))      # more dims than the scores: a 4-D mask on 3-D scores
-    if too_many or any(m not in (1, s) for m, s in zip(mask.shape[::-1], shape[::-1])):  # would pair all rows
-        dims = {4: "(batch, heads, q_len, k_len)", 3: "(batch, q_len, k_len)"}.get(len(shape), "scores")
+    # more dims than the scores: a 4-D mask on 3-D scores
+    too_many = mask.dim() > min(4, len(shape))
+    # a size that is neither 1 nor the scores' would pair all rows
+    if too_many or any(m not in (1, s) for m, s in zip(mask.shape[::-1], shape[::-1])):
+        names = {4: "(batch, heads, q_len, k_len)", 3: "(batch, q_len, k_len)"}
+        dims = names.get(len(shape), "scores")
         raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to "
                          f"{dims} = {tuple(shape)}")
 
@@ -55,9 +60,11 @@ def scaled_dot_product_attention(
     q: torch.Tensor,            # (batch, heads, q_len, d_k) queries
     k: torch.Tensor,            # (batch, heads, k_len, d_k) keys
     v: torch.Tensor,            # (batch, heads, k_len, d_v) values
-    mask: torch.Tensor|None=None, # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
+    # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
+    mask: torch.Tensor|None=None,
     dropout_p: float=0.0,       # dropout on the attention weights (0 in the paper)
-) -> tuple[torch.Tensor, torch.Tensor]: # output (batch, heads, q_len, d_v), weights (batch, heads, q_len, k_len)
+# output (batch, heads, q_len, d_v), weights (.., q_len, k_len)
+) -> tuple[torch.Tensor, torch.Tensor]:
     "Explicit softmax(QKᵀ/√d_k)V (§3.2.1), returning the output and the attention weights."
     d_k = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)           # (batch, heads, q_len, k_len)
@@ -74,41 +81,49 @@ _SDPA_SAFE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2
 
 def fused_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, # as in `scaled_dot_product_attention`
-    mask: torch.Tensor|None=None,  # bool, True = may attend, broadcastable to the scores (batch, [heads,] q_len, k_len)
+    # bool, True = may attend, broadcastable to the scores (batch, [heads,] q_len, k_len)
+    mask: torch.Tensor|None=None,
     dropout_p: float=0.0,          # dropout on the attention weights
 ) -> torch.Tensor:                 # (batch, heads, q_len, d_v)
-    "softmax(QKᵀ/√d_k)V (§3.2.1) through `F.scaled_dot_product_attention`; fully masked rows give zeros; errors as `check_mask`."
+    "softmax(QKᵀ/√d_k)V (§3.2.1) by `F.scaled_dot_product_attention`; masks as `check_mask`."
     if mask is not None:
-        check_mask(mask, (*q.shape[:-1], k.shape[-2]))                   # the same masks as the explicit path
-        mask = mask.view((1,) * (q.dim() - mask.dim()) + mask.shape)   # (…, k_len) -> q's rank (3-D or 4-D)
+        # the same masks as the explicit path
+        check_mask(mask, (*q.shape[:-1], k.shape[-2]))
+        # (…, k_len) -> q's rank (3-D or 4-D)
+        mask = mask.view((1,) * (q.dim() - mask.dim()) + mask.shape)
     if mask is not None and not _SDPA_SAFE:  # torch < 2.5 returns NaN for fully masked rows
         ok = mask.any(-1, keepdim=True)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~ok, dropout_p=dropout_p) * ok
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~ok, dropout_p=dropout_p)
+        return out * ok
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 # %% ../nbs/02_attention.ipynb #749673c2
 def fused_is_slow(q: torch.Tensor, # (batch, heads, q_len, d_k) queries about to be attended with
                  ) -> bool:        # True: take the explicit version instead of the fused kernel
-    "The fused kernel's bf16 backward is slow on CPUs: bf16 training on a CPU is faster with the explicit version."
+    "Whether to take the explicit version: the fused kernel's bf16 backward is slow on CPUs."
     return q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled()
 
 # %% ../nbs/02_attention.ipynb #93e5253b
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention (§3.2.2) for self- and cross-attention, fused QKV projection, optional KV cache."
+    "Multi-head attention (§3.2.2), self- and cross-: fused QKV projection, optional KV cache."
     def __init__(self,
                  d_model: int,          # model width
                  n_heads: int,          # h
-                 dropout: float=0.0,    # dropout on attention weights; the paper uses none
-                 fused: bool=True,      # use F.scaled_dot_product_attention (else the explicit version)
-                 d_k: int|None=None,    # per-head key/value size; None: d_model / h (the paper's choice; Table 3 (B) varies it)
+                 # dropout on the attention weights (not P_drop); the paper has none
+                 attn_dropout: float=0.0,
+                 # use F.scaled_dot_product_attention (else the explicit version)
+                 fused: bool=True,
+                 # per-head key/value size; None: d_model / h (the paper's; Table 3 (B) varies it)
+                 d_k: int|None=None,
                 ):
         super().__init__()
-        if d_k is None and d_model % n_heads: raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if d_k is None and d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_k or d_model // n_heads
         self.inner = n_heads * self.d_k                   # h·d_k, = d_model unless d_k is given
         self.in_proj = nn.Linear(d_model, 3 * self.inner) # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(self.inner, d_model)    # W^O
-        self.dropout, self.fused = dropout, fused
+        self.attn_dropout, self.fused = attn_dropout, fused
         self.record_weights, self.attn_weights = False, None
 
     def _heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_k)
@@ -118,11 +133,12 @@ class MultiHeadAttention(nn.Module):
                 query: torch.Tensor,    # (batch, q_len, d_model)
                 key: torch.Tensor,      # (batch, k_len, d_model)
                 value: torch.Tensor,    # (batch, k_len, d_model)
-                mask: torch.Tensor|None=None, # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
+                # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
+                mask: torch.Tensor|None=None,
                 cache: dict|None=None,  # a layer's KV-cache entry, updated in place
                ) -> torch.Tensor:       # (batch, q_len, d_model)
         q, k, v = self._project(query, key, value, cache)         # each (batch, heads, len, d_k)
-        p = self.dropout if self.training else 0.0
+        p = self.attn_dropout if self.training else 0.0
         if self.record_weights or not self.fused or fused_is_slow(q):
             x, w = scaled_dot_product_attention(q, k, v, mask, p)
             if self.record_weights: self.attn_weights = w.detach()
@@ -130,14 +146,17 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(x.transpose(1, 2).flatten(2))         # (batch, q_len, d_model)
 
 # %% ../nbs/02_attention.ipynb #fc2a34ed
+@patch
 def _project(self: MultiHeadAttention,
              query, key, value,      # as in `MultiHeadAttention.forward`
              cache: dict|None,       # a layer's KV-cache entry, updated in place
             ) -> tuple:              # q, k, v, each (batch, heads, len, d_k)
-    "Q, K, V through [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross-attention."
+    "Q, K, V by [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross."
     W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
-    if key is query and value is query:                        # self-attention: one matmul for Q, K, V
-        q, k, v = map(self._heads, self.in_proj(query).chunk(3, dim=-1))  # each (batch, heads, len, d_k)
+    # self-attention: one matmul for Q, K, V
+    if key is query and value is query:
+        # each (batch, heads, len, d_k)
+        q, k, v = map(self._heads, self.in_proj(query).chunk(3, dim=-1))
         if cache is not None:
             if "k" in cache: k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
             cache["k"], cache["v"] = k, v
@@ -145,15 +164,17 @@ def _project(self: MultiHeadAttention,
     q = self._heads(F.linear(query, W[:d], b[:d]))            # cross-attention
     if cache is not None and "k" in cache: return q, cache["k"], cache["v"]
     if key is value: k, v = map(self._heads, F.linear(key, W[d:], b[d:]).chunk(2, dim=-1))
-    else: k, v = self._heads(F.linear(key, W[d:2*d], b[d:2*d])), self._heads(F.linear(value, W[2*d:], b[2*d:]))
+    else:
+        k = self._heads(F.linear(key, W[d:2*d], b[d:2*d]))
+        v = self._heads(F.linear(value, W[2*d:], b[2*d:]))
     if cache is not None: cache["k"], cache["v"] = k, v
     return q, k, v
-
-MultiHeadAttention._project = _project
 
 # %% ../nbs/02_attention.ipynb #32aba5ef
 def copy_mha_to_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):
     "Copy our attention weights into an `nn.MultiheadAttention` (same in_proj/out_proj layout)."
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(ours.in_proj.weight); theirs.in_proj_bias.copy_(ours.in_proj.bias)
-        theirs.out_proj.weight.copy_(ours.out_proj.weight); theirs.out_proj.bias.copy_(ours.out_proj.bias)
+        theirs.in_proj_weight.copy_(ours.in_proj.weight)
+        theirs.in_proj_bias.copy_(ours.in_proj.bias)
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+        theirs.out_proj.bias.copy_(ours.out_proj.bias)

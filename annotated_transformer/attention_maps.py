@@ -23,17 +23,21 @@ __all__ = ['KINDS', 'AXES', 'NAMES', 'AttentionRecorder', 'token_labels', 'Atten
            'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence', 'save_attention_maps']
 
 # %% ../nbs/18_attention_maps.ipynb #765e219e
-KINDS = {"encoder": "encoder.layers.{}.self_attn",   # encoder self-attention: source × source
-         "decoder": "decoder.layers.{}.self_attn",   # decoder (masked) self-attention: target × target
-         "cross":   "decoder.layers.{}.src_attn"}    # encoder–decoder attention: target × source
+KINDS = {
+    "encoder": "encoder.layers.{}.self_attn",  # encoder self-attention: source × source
+    "decoder": "decoder.layers.{}.self_attn",  # decoder (masked) self-attention: target × target
+    "cross":   "decoder.layers.{}.src_attn"}   # encoder–decoder attention: target × source
 
 class AttentionRecorder:
-    "Context manager: switch on `record_weights` in every `MultiHeadAttention` of a model and collect the weights."
-    def __init__(self, model: nn.Module): # any module containing `MultiHeadAttention` layers
+    "Context manager: switch on `record_weights` in each `MultiHeadAttention`; collect the weights."
+    def __init__(self, model: nn.Module): # any module with `MultiHeadAttention` layers
         self.layers = {n: m for n, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
-        if not self.layers: raise ValueError(f"{type(model).__name__} has no MultiHeadAttention layers to record")
-        self.weights: dict[str, torch.Tensor] = {}   # module name -> (batch, heads, q_len, k_len), last call
-        self.calls: dict[str, int] = {}              # module name -> number of calls while recording
+        if not self.layers:
+            raise ValueError(f"{type(model).__name__} has no MultiHeadAttention layers to record")
+        # module name -> (batch, heads, q_len, k_len), last call
+        self.weights: dict[str, torch.Tensor] = {}
+        # module name -> number of calls while recording
+        self.calls: dict[str, int] = {}
         self._saved, self._hooks = {}, []
 
     def _hook(self, name):
@@ -51,18 +55,21 @@ class AttentionRecorder:
     def __exit__(self, *exc):
         for h in self._hooks: h.remove()
         self._hooks.clear()
-        for n, m in self.layers.items(): m.record_weights, m.attn_weights = self._saved[n], None
+        for n, m in self.layers.items():
+            m.record_weights, m.attn_weights = self._saved[n], None
         return False
 
     def __getitem__(self, name: str) -> torch.Tensor: # (batch, heads, q_len, k_len)
         if name not in self.weights:
-            raise KeyError(f"no attention recorded for {name!r}; recorded: "
-                           f"{sorted(self.weights) or 'nothing (run the model inside the with block)'}")
+            raise KeyError(
+                f"no attention recorded for {name!r}; recorded: "
+                f"{sorted(self.weights) or 'nothing (run the model inside the with block)'}")
         return self.weights[name]
 
 # %% ../nbs/18_attention_maps.ipynb #685f7ecf
-def token_labels(ids: Sequence[int]|torch.Tensor,            # (len,) token ids
-                 vocab: Sequence[str]|Callable[[int], str]|None=None, # id -> string: a list (`itos`) or a function; None: the ids
+def token_labels(ids: Sequence[int]|torch.Tensor,  # (len,) token ids
+                 # id -> string: a list (`itos`) or a function; None: the ids
+                 vocab: Sequence[str]|Callable[[int], str]|None=None,
                 ) -> list[str]:
     "Axis labels for token ids."
     ids = [int(i) for i in ids]
@@ -72,15 +79,17 @@ def token_labels(ids: Sequence[int]|torch.Tensor,            # (len,) token ids
 AXES = {"encoder": ("query: source token", "key: source token"),
         "decoder": ("query: target token (decoder input)", "key: target token (decoder input)"),
         "cross":   ("query: target token (decoder input)", "key: source token")}
-NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "encoder–decoder attention"}
+NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
+         "cross": "encoder–decoder attention"}
 
 
 # %% ../nbs/18_attention_maps.ipynb #f33e0547
 @dataclass
 class AttentionMaps:
-    "Attention weights of one sentence pair, padding removed; one `(heads, queries, keys)` tensor per layer."
+    "Attention weights of one sentence pair, padding removed; per layer `(heads, queries, keys)`."
     src_tokens: list[str]          # source tokens: encoder queries and keys, encoder–decoder keys
-    tgt_tokens: list[str]          # decoder input tokens: decoder queries and keys, encoder–decoder queries
+    # decoder input tokens: decoder queries and keys, encoder–decoder queries
+    tgt_tokens: list[str]
     encoder: list[torch.Tensor]    # per layer (heads, src_len, src_len)
     decoder: list[torch.Tensor]    # per layer (heads, tgt_len, tgt_len), zero above the diagonal
     cross: list[torch.Tensor]      # per layer (heads, tgt_len, src_len)
@@ -91,35 +100,42 @@ class AttentionMaps:
         "The maps of one kind of attention in one layer."
         if kind not in KINDS: raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
         maps = getattr(self, kind)
-        if not -len(maps) <= layer < len(maps): raise IndexError(f"layer={layer}, but the model has {len(maps)} layers")
+        if not -len(maps) <= layer < len(maps):
+            raise IndexError(f"layer={layer}, but the model has {len(maps)} layers")
         return maps[layer]
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         "(row labels, column labels) = (query tokens, key tokens) of one kind of attention."
-        return {"encoder": (self.src_tokens, self.src_tokens), "decoder": (self.tgt_tokens, self.tgt_tokens),
+        return {"encoder": (self.src_tokens, self.src_tokens),
+                "decoder": (self.tgt_tokens, self.tgt_tokens),
                 "cross": (self.tgt_tokens, self.src_tokens)}[kind]
 
     def plot(self, kind: str,      # "encoder", "decoder" or "cross"
              layer: int,           # 0-based layer
              head: int|None=None,  # one head; None: a grid of all heads of the layer
              **kwargs):            # passed to `plot_attention` / `plot_heads`
-        "Heatmap of one head (returns its Axes), or a grid of all heads of the layer (returns the Figure)."
+        "Heatmap of one head (returns its Axes), or a grid of all heads of the layer (the Figure)."
         w, (rows, cols) = self.weights(kind, layer), self.labels(kind)
-        (ylabel, xlabel), name = AXES[kind], f"{NAMES[kind]}, layer {layer % len(getattr(self, kind))}"
+        (ylabel, xlabel), name = (AXES[kind],
+                                  f"{NAMES[kind]}, layer {layer % len(getattr(self, kind))}")
         if head is None:
-            return plot_heads(w, rows, cols, title=f"{name}, all heads", xlabel=xlabel, ylabel=ylabel, **kwargs)
-        return plot_attention(w[head], rows, cols, title=f"{name}, head {head}", xlabel=xlabel, ylabel=ylabel, **kwargs)
+            return plot_heads(w, rows, cols, title=f"{name}, all heads",
+                              xlabel=xlabel, ylabel=ylabel, **kwargs)
+        return plot_attention(w[head], rows, cols, title=f"{name}, head {head}",
+                              xlabel=xlabel, ylabel=ylabel, **kwargs)
 
 # %% ../nbs/18_attention_maps.ipynb #e420a277
 @torch.no_grad()
-def attention_maps(model: nn.Module,          # a `Transformer` (it needs `make_src_mask`, `make_tgt_mask`, `config.pad_idx`)
-                   src: torch.Tensor,         # (batch, src_len) int64 source ids
-                   tgt: torch.Tensor,         # (batch, tgt_len) int64 decoder input ids (BOS first)
-                   src_vocab=None,            # id -> source token, for the labels (see `token_labels`)
-                   tgt_vocab=None,            # id -> target token
-                   index: int=0,              # which sentence of the batch
-                  ) -> AttentionMaps:
-    "Record one teacher-forced forward pass (in eval mode) and keep sentence `index`'s maps, padding removed."
+def attention_maps(
+    # a `Transformer` (it needs `make_src_mask`, `make_tgt_mask`, `config.pad_idx`)
+    model: nn.Module,
+    src: torch.Tensor,         # (batch, src_len) int64 source ids
+    tgt: torch.Tensor,         # (batch, tgt_len) int64 decoder input ids (BOS first)
+    src_vocab=None,            # id -> source token, for the labels (see `token_labels`)
+    tgt_vocab=None,            # id -> target token
+    index: int=0,              # which sentence of the batch
+) -> AttentionMaps:
+    "Record a teacher-forced forward pass (eval mode); keep sentence `index`'s maps, pads removed."
     training = model.training
     model.eval()
     try:
@@ -127,10 +143,13 @@ def attention_maps(model: nn.Module,          # a `Transformer` (it needs `make_
             model(src, tgt, model.make_src_mask(src), model.make_tgt_mask(tgt))
     finally: model.train(training)
     pad_idx = model.config.pad_idx
-    s, t = src[index] != pad_idx, tgt[index] != pad_idx     # (src_len,), (tgt_len,) bool: real tokens
-    def cut(kind, i, rows, cols): return rec[KINDS[kind].format(i)][index][:, rows][:, :, cols].cpu()
+    # (src_len,), (tgt_len,) bool: real tokens
+    s, t = src[index] != pad_idx, tgt[index] != pad_idx
+    def cut(kind, i, rows, cols):
+        return rec[KINDS[kind].format(i)][index][:, rows][:, :, cols].cpu()
     n_enc, n_dec = len(model.encoder.layers), len(model.decoder.layers)
-    return AttentionMaps(token_labels(src[index][s], src_vocab), token_labels(tgt[index][t], tgt_vocab),
+    return AttentionMaps(token_labels(src[index][s], src_vocab),
+                         token_labels(tgt[index][t], tgt_vocab),
                          encoder=[cut("encoder", i, s, s) for i in range(n_enc)],
                          decoder=[cut("decoder", i, t, t) for i in range(n_dec)],
                          cross=[cut("cross", i, t, s) for i in range(n_dec)])
@@ -143,15 +162,19 @@ def translate_and_map(model: nn.Module,         # a trained `Transformer`
                       tgt_vocab=None,           # id -> target token
                       max_new_tokens: int|None=None,   # longest translation; default: src_len + 50
                      ) -> AttentionMaps:
-    "Greedy-translate one sentence and record the attention maps of the model producing that translation."
-    if src.dim() != 2 or src.shape[0] != 1: raise ValueError(f"src must be one sentence, shape (1, src_len), got {tuple(src.shape)}")
+    "Greedy-translate one sentence; record the attention maps of the model producing it."
+    if src.dim() != 2 or src.shape[0] != 1:
+        raise ValueError(f"src must be one sentence, shape (1, src_len), got {tuple(src.shape)}")
     training = model.training
     model.eval()
-    try: out = greedy_decode(model, src, model.make_src_mask(src), max_new_tokens or src.shape[1] + 50)[0]   # (≤ max_new_tokens,)
+    try:
+        out = greedy_decode(model, src, model.make_src_mask(src),
+                            max_new_tokens or src.shape[1] + 50)[0]   # (≤ max_new_tokens,)
     finally: model.train(training)
     ends = (out == EOS_IDX).nonzero()
     out = out[:int(ends[0])] if len(ends) else out                  # the translation, without EOS
-    tgt = torch.cat([torch.tensor([BOS_IDX], device=src.device), out])[None]   # (1, 1 + len) decoder input
+    # (1, 1 + len) decoder input
+    tgt = torch.cat([torch.tensor([BOS_IDX], device=src.device), out])[None]
     return attention_maps(model, src, tgt, src_vocab, tgt_vocab)
 
 # %% ../nbs/18_attention_maps.ipynb #6b7b119f
@@ -161,13 +184,14 @@ def _ticks(ax, rows, cols, show_rows=True, show_cols=True, fontsize=None):
 
 def _check_labels(w, rows, cols):
     if w.shape[-2:] != (len(rows), len(cols)):
-        raise ValueError(f"weights of shape {tuple(w.shape)} need {w.shape[-2]} row labels and {w.shape[-1]} "
-                         f"column labels, got {len(rows)} and {len(cols)}")
+        raise ValueError(f"weights of shape {tuple(w.shape)} need {w.shape[-2]} row labels "
+                         f"and {w.shape[-1]} column labels, got {len(rows)} and {len(cols)}")
 
 def plot_attention(weights: torch.Tensor,     # (queries, keys) one head's attention weights
                    row_labels: Sequence[str], # query tokens, top to bottom
                    col_labels: Sequence[str], # key tokens, left to right
-                   ax=None,                   # matplotlib Axes to draw in; None: a new figure sized to the tokens
+                   # matplotlib Axes to draw in; None: a new figure sized to the tokens
+                   ax=None,
                    title: str|None=None,
                    xlabel: str="key",
                    ylabel: str="query",
@@ -177,14 +201,17 @@ def plot_attention(weights: torch.Tensor,     # (queries, keys) one head's atten
                   ):                          # the Axes
     "Heatmap of one head: rows = queries, columns = keys, labelled with the tokens."
     w = weights.detach().float().cpu()
-    if w.dim() != 2: raise ValueError(f"weights must be (queries, keys), got shape {tuple(w.shape)}")
+    if w.dim() != 2:
+        raise ValueError(f"weights must be (queries, keys), got shape {tuple(w.shape)}")
     _check_labels(w, row_labels, col_labels)
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(3.5, 2.8 + 0.3 * len(col_labels)), max(2.8, 1.8 + 0.3 * len(row_labels))),
+        _, ax = plt.subplots(figsize=(max(3.5, 2.8 + 0.3 * len(col_labels)),
+                                      max(2.8, 1.8 + 0.3 * len(row_labels))),
                              layout="constrained")
     im = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=float(w.max()) if vmax is None else vmax)
     _ticks(ax, row_labels, col_labels)
-    ax.set_xlabel(xlabel); ax.set_ylabel(ylabel)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if title: ax.set_title(title)
     if colorbar: ax.figure.colorbar(im, ax=ax, label="attention weight", shrink=0.9)
     return ax
@@ -202,19 +229,26 @@ def plot_heads(weights: torch.Tensor,     # (heads, queries, keys) one layer's a
               ):                          # the Figure
     "Grid of all heads of a layer on one colour scale, with one colorbar."
     w = weights.detach().float().cpu()
-    if w.dim() != 3: raise ValueError(f"weights must be (heads, queries, keys), got shape {tuple(w.shape)}")
+    if w.dim() != 3:
+        raise ValueError(f"weights must be (heads, queries, keys), got shape {tuple(w.shape)}")
     _check_labels(w, row_labels, col_labels)
-    h = w.shape[0]; ncols = min(ncols, h); nrows = math.ceil(h / ncols)
+    h = w.shape[0]
+    ncols = min(ncols, h)
+    nrows = math.ceil(h / ncols)
     cell = max(2.0, 0.22 * max(len(row_labels), len(col_labels)))          # inches per heatmap
-    fig, axs = plt.subplots(nrows, ncols, figsize=(cell * ncols + 1.6, cell * nrows + 1.2), squeeze=False,
-                            layout="constrained")
+    fig, axs = plt.subplots(nrows, ncols, figsize=(cell * ncols + 1.6, cell * nrows + 1.2),
+                            squeeze=False, layout="constrained")
     vmax = float(w.max())
     for i, ax in enumerate(axs.flat):
-        if i >= h: ax.axis("off"); continue
+        if i >= h:
+            ax.axis("off")
+            continue
         im = ax.imshow(w[i], cmap=cmap, vmin=0.0, vmax=vmax)
-        _ticks(ax, row_labels, col_labels, show_rows=i % ncols == 0, show_cols=i + ncols >= h, fontsize=8)
+        _ticks(ax, row_labels, col_labels, show_rows=i % ncols == 0, show_cols=i + ncols >= h,
+               fontsize=8)
         ax.set_title(f"head {i}", fontsize=10)
-    fig.supxlabel(xlabel); fig.supylabel(ylabel)
+    fig.supxlabel(xlabel)
+    fig.supylabel(ylabel)
     fig.colorbar(im, ax=axs, shrink=0.8, label="attention weight")
     if title: fig.suptitle(title)
     return fig
@@ -223,42 +257,51 @@ def plot_heads(weights: torch.Tensor,     # (heads, queries, keys) one layer's a
 def codec_vocabs(codec, # a `WordCodec` or `BPECodec` (see `annotated_transformer.data`)
                 ) -> tuple: # (source id -> token, target id -> token), as `token_labels` takes them
     "Token lookups of a translation codec, for the axis labels."
-    if hasattr(codec, "tokenizer"): return codec.tokenizer.id_to_token, codec.tokenizer.id_to_token   # joint BPE
-    return codec.src_vocab.itos, codec.tgt_vocab.itos                                              # word vocabularies
+    # joint BPE
+    if hasattr(codec, "tokenizer"): return codec.tokenizer.id_to_token, codec.tokenizer.id_to_token
+    # word vocabularies
+    return codec.src_vocab.itos, codec.tgt_vocab.itos
 
 # %% ../nbs/18_attention_maps.ipynb #f844267a
-def map_sentence(model: nn.Module,       # a trained `Transformer`, e.g. from `load_model` or `load_translator`
-                 codec,                  # its text pipeline, a `WordCodec` or `BPECodec`
-                 sentence: str,          # a raw source sentence
-                 max_new_tokens: int|None=None, # longest translation; default: src_len + 50
-                ) -> AttentionMaps:
-    "Encode one raw sentence (cut to the model's `max_len`, as `encode_sources` does), greedy-translate it, record its maps."
-    ids, _ = encode_sources(codec, [sentence], getattr(getattr(model, "config", None), "max_len", None))
-    src = torch.tensor(ids, device=next(model.parameters()).device)   # (1, src_len) int64, <s> … </s>
+def map_sentence(
+    model: nn.Module,       # a trained `Transformer`, e.g. from `load_model` or `load_translator`
+    codec,                  # its text pipeline, a `WordCodec` or `BPECodec`
+    sentence: str,          # a raw source sentence
+    max_new_tokens: int|None=None, # longest translation; default: src_len + 50
+) -> AttentionMaps:
+    "Encode one raw sentence (cut to the model's `max_len`), greedy-translate it, record its maps."
+    ids, _ = encode_sources(codec, [sentence],
+                            getattr(getattr(model, "config", None), "max_len", None))
+    # (1, src_len) int64, <s> … </s>
+    src = torch.tensor(ids, device=next(model.parameters()).device)
     return translate_and_map(model, src, *codec_vocabs(codec), max_new_tokens=max_new_tokens)
 
 # %% ../nbs/18_attention_maps.ipynb #76ba8b41
-def save_attention_maps(model: nn.Module, codec, # a trained `Transformer` and its text pipeline
-                        sentence: str,            # a raw source sentence
-                        output: str|Path,         # image file (.png, .pdf, .svg); several kinds: its stem-KIND.suffix
-                        kinds=("cross",),         # any of "encoder", "decoder", "cross"
-                        layer: int=-1,            # 0-based; negative counts from the top
-                        head: int|None=None,      # one head; None: a grid of all heads
-                       ) -> list[tuple[str, Path]]: # (what was drawn, its file)
-    "Greedy-translate one sentence and save its attention maps as image files; a layer or head the model lacks is an error naming the range."
+def save_attention_maps(
+    model: nn.Module, codec,   # a trained `Transformer` and its text pipeline
+    sentence: str,             # a raw source sentence
+    output: str|Path,          # image file (.png, .pdf, .svg); several kinds: its stem-KIND.suffix
+    kinds=("cross",),          # any of "encoder", "decoder", "cross"
+    layer: int=-1,             # 0-based; negative counts from the top
+    head: int|None=None,       # one head; None: a grid of all heads
+) -> list[tuple[str, Path]]:   # (what was drawn, its file)
+    "Greedy-translate a sentence, save its attention maps as images; a bad layer or head: an error."
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds: raise ValueError(f"kinds={list(kinds)}: choose from {', '.join(KINDS)}")
     for k in kinds:
         n = len(model.encoder.layers) if k == "encoder" else len(model.decoder.layers)
-        if not -n <= layer < n: raise ValueError(f"layer={layer}: the model's {NAMES[k]} has {n} layers (0 to {n - 1})")
+        if not -n <= layer < n:
+            raise ValueError(f"layer={layer}: the model's {NAMES[k]} has {n} layers (0 to {n - 1})")
     if head is not None and not 0 <= head < model.config.n_heads:
-        raise ValueError(f"head={head}: the model has {model.config.n_heads} heads (0 to {model.config.n_heads - 1})")
+        raise ValueError(f"head={head}: the model has {model.config.n_heads} heads "
+                         f"(0 to {model.config.n_heads - 1})")
     maps, out, saved = map_sentence(model, codec, sentence), Path(output), []
     for k in kinds:
         path = out if len(kinds) == 1 else out.with_name(f"{out.stem}-{k}{out.suffix}")
         drawn = maps.plot(k, layer, head)
         fig = drawn if head is None else drawn.figure
-        fig.savefig(path, dpi=120, bbox_inches="tight"); plt.close(fig)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
         saved.append((f"{NAMES[k]}, layer {layer % len(getattr(maps, k))}", path))
     return saved
 

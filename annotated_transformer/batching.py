@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Sampler
+from fastcore.basics import patch
 from .attention import padding_mask, target_mask
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .runtime import dist_rank_world
@@ -21,23 +22,26 @@ __all__ = ['Batch', 'collate_batch', 'length_batches', 'TokenBatchSampler', 'tok
 
 # %% ../nbs/08_batching.ipynb #744a232c
 class Batch:
-    "A training batch for teacher forcing: shifted target, masks built once, and the label count (§5.1)."
+    "A teacher-forcing batch (§5.1): shifted target, masks built once, and the label count."
     def __init__(self,
-                 src: torch.Tensor,        # (batch, src_len) int64 source ids, padded with `pad_idx`
-                 tgt: torch.Tensor,        # (batch, tgt_len + 1) int64 target ids `<s> ... </s>`, padded
-                 pad_idx: int=PAD_IDX,     # padding id
+                 src: torch.Tensor,     # (batch, src_len) int64 source ids, padded with `pad_idx`
+                 tgt: torch.Tensor,     # (batch, tgt_len + 1) int64 ids `<s> ... </s>`, padded
+                 pad_idx: int=PAD_IDX,  # padding id
                 ):
         if src.dim() != 2 or tgt.dim() != 2:
-            raise ValueError(f"src and tgt must be (batch, seq_len), got shapes {tuple(src.shape)} and {tuple(tgt.shape)}")
+            raise ValueError(f"src and tgt must be (batch, seq_len), "
+                             f"got shapes {tuple(src.shape)} and {tuple(tgt.shape)}")
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src has {src.shape[0]} rows but tgt has {tgt.shape[0]}")
         if tgt.shape[1] < 2:
-            raise ValueError(f"tgt needs at least 2 positions (<s> and one label), got {tgt.shape[1]}")
+            raise ValueError(f"tgt needs at least 2 positions (<s> and one label), "
+                             f"got {tgt.shape[1]}")
         self.pad_idx = pad_idx
-        self.src, self.tgt_in, self.tgt_out = src, tgt[:, :-1], tgt[:, 1:]    # (batch, src_len), (batch, tgt_len) x2
-        self.src_mask = padding_mask(src, pad_idx)                           # (batch, 1, 1, src_len)
-        self.tgt_mask = target_mask(self.tgt_in, pad_idx)                    # (batch, 1, tgt_len, tgt_len)
-        self.n_tokens = int((self.tgt_out != pad_idx).sum())                 # real labels
+        # (batch, src_len), (batch, tgt_len), (batch, tgt_len)
+        self.src, self.tgt_in, self.tgt_out = src, tgt[:, :-1], tgt[:, 1:]
+        self.src_mask = padding_mask(src, pad_idx)            # (batch, 1, 1, src_len)
+        self.tgt_mask = target_mask(self.tgt_in, pad_idx)     # (batch, 1, tgt_len, tgt_len)
+        self.n_tokens = int((self.tgt_out != pad_idx).sum())  # real labels
         self.n_src_tokens = int((src != pad_idx).sum())
 
     def __len__(self): return self.src.shape[0]
@@ -52,16 +56,17 @@ class Batch:
     def pin_memory(self) -> "Batch":
         "Pinned copies, so that `DataLoader(pin_memory=True)` can speed up host-to-GPU copies."
         b = object.__new__(Batch)
-        b.__dict__.update({k: v.pin_memory() if torch.is_tensor(v) else v for k, v in self.__dict__.items()})
+        b.__dict__.update({k: v.pin_memory() if torch.is_tensor(v) else v
+                           for k, v in self.__dict__.items()})
         return b
 
     def __repr__(self):
-        return (f"Batch(size={len(self)}, src_len={self.src.shape[1]}, tgt_len={self.tgt_in.shape[1]}, "
-                f"n_tokens={self.n_tokens})")
+        return (f"Batch(size={len(self)}, src_len={self.src.shape[1]}, "
+                f"tgt_len={self.tgt_in.shape[1]}, n_tokens={self.n_tokens})")
 
 # %% ../nbs/08_batching.ipynb #98a01e91
-def collate_batch(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tgt) pairs of 1-d int64 id tensors
-                  pad_idx: int=PAD_IDX,                              # padding id
+def collate_batch(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tgt) 1-d int64 ids
+                  pad_idx: int=PAD_IDX,                               # padding id
                  ) -> Batch:
     "Pad a list of (src, tgt) pairs with `pad_idx` into a `Batch` (a `DataLoader` collate_fn)."
     if len(pairs) == 0: raise ValueError("cannot collate an empty list of sentence pairs")
@@ -76,36 +81,39 @@ def _length_pair(l) -> tuple[int, int]:
 
 def length_batches(src_len: torch.Tensor,        # (n,) source lengths
                    tgt_len: torch.Tensor,        # (n,) target lengths
-                   max_tokens: int,              # budget per batch: n_sentences × (max src len + max tgt len)
-                   g: torch.Generator|None=None, # shuffles ties and the batch order; None: sorted, fixed order
+                   max_tokens: int,              # per batch: n_sentences × (max src + max tgt len)
+                   g: torch.Generator|None=None, # shuffles ties and batches; None: sorted, fixed
                   ) -> list[list[int]]:          # batches of example indices
-    "Steps 1–4: shuffle, sort by length (stable), cut greedily within the padded budget, shuffle the batches."
+    "Steps 1–4: shuffle, sort by length (stable), cut greedily within the budget, shuffle batches."
     n = len(src_len)
     perm = torch.randperm(n, generator=g) if g is not None else torch.arange(n)
     key = src_len[perm] * (int(tgt_len.max()) + 1) + tgt_len[perm]
-    order = perm[torch.sort(key, stable=True).indices].tolist()          # by length; ties in shuffled order
+    order = perm[torch.sort(key, stable=True).indices].tolist()   # by length; ties shuffled
     S, T = src_len.tolist(), tgt_len.tolist()
     batches, cur, ms, mt = [], [], 0, 0
     for i in order:
         s, t = max(ms, S[i]), max(mt, T[i])
-        if cur and (len(cur) + 1) * (s + t) > max_tokens:                 # adding i would exceed the budget
-            batches.append(cur); cur, s, t = [], S[i], T[i]
-        cur.append(i); ms, mt = s, t
-    batches.append(cur)                                                  # an over-long example gets a batch of its own
-    if g is not None: batches = [batches[j] for j in torch.randperm(len(batches), generator=g).tolist()]
+        if cur and (len(cur) + 1) * (s + t) > max_tokens:      # adding i would exceed the budget
+            batches.append(cur)
+            cur, s, t = [], S[i], T[i]
+        cur.append(i)
+        ms, mt = s, t
+    batches.append(cur)                            # an over-long example gets a batch of its own
+    if g is not None:
+        batches = [batches[j] for j in torch.randperm(len(batches), generator=g).tolist()]
     return batches
 
 # %% ../nbs/08_batching.ipynb #82254369
 class TokenBatchSampler(Sampler):
-    "Batches of indices grouped by length within a token budget (padding counted), shuffled by seed and epoch, sharded by rank (§5.1)."
+    "Length-grouped batches in a token budget, shuffled by seed and epoch, sharded by rank (§5.1)."
     def __init__(self,
                  lengths: Sequence,        # per example: a length, or a (src_len, tgt_len) pair
-                 max_tokens: int,          # budget per batch: n_sentences × (max src len + max tgt len)
-                 shuffle: bool=True,       # shuffle ties and batch order each epoch (False: sorted, fixed order)
+                 max_tokens: int,          # per batch: n_sentences × (max src + max tgt len)
+                 shuffle: bool=True,       # reshuffle ties and batches each epoch (False: sorted)
                  seed: int=0,              # base seed; the epoch is mixed in
                  rank: int=0,              # this process's index in [0, world_size)
                  world_size: int=1,        # number of data-parallel processes
-                 even: bool=True,          # drop the last len % world_size batches so every rank gets as many
+                 even: bool=True,          # drop len % world_size batches: as many on every rank
                 ):
         if len(lengths) == 0: raise ValueError("the dataset is empty: no examples to batch")
         if max_tokens < 1: raise ValueError(f"max_tokens={max_tokens} must be at least 1")
@@ -117,51 +125,62 @@ class TokenBatchSampler(Sampler):
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.rank, self.world_size, self.even = rank, world_size, even
         self.epoch, self.start = 0, 0
-        if self.even and len(self._all_batches(0)) < world_size:
-            raise ValueError(f"{len(self._all_batches(0))} batches cannot be shared among {world_size} ranks: "
+        if self.even and (n := len(self._all_batches(0))) < world_size:
+            raise ValueError(f"{n} batches cannot be shared among {world_size} ranks: "
                              f"lower max_tokens={max_tokens} or use fewer processes")
 
     def _all_batches(self, epoch) -> list[list[int]]:
         "The whole epoch's batches, before sharding (identical on every rank)."
-        g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63) if self.shuffle else None
+        g = None
+        if self.shuffle: g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
         return length_batches(self.src_len, self.tgt_len, self.max_tokens, g)
 
 # %% ../nbs/08_batching.ipynb #5a5e478a
-def _set_epoch(self: TokenBatchSampler,
-               epoch: int,     # epoch number: with the seed, it fixes the batches and their order
-               start: int=0,   # skip this rank's first `start` batches (resuming mid-epoch)
-              ):
+@patch
+def set_epoch(self: TokenBatchSampler,
+              epoch: int,     # epoch number: with the seed, it fixes the batches and their order
+              start: int=0,   # skip this rank's first `start` batches (resuming mid-epoch)
+             ):
     "Choose the epoch (and a starting batch) for the next iteration."
     self.epoch, self.start = epoch, start
 
-def _batches(self: TokenBatchSampler, epoch: int|None=None) -> list[list[int]]:
+@patch
+def batches(self: TokenBatchSampler, epoch: int|None=None) -> list[list[int]]:
     "This rank's batches for `epoch` (default: the current one), from the start."
     bs = self._all_batches(self.epoch if epoch is None else epoch)
     if self.even: bs = bs[:len(bs) // self.world_size * self.world_size]
     return bs[self.rank::self.world_size]
 
-TokenBatchSampler.set_epoch, TokenBatchSampler.batches = _set_epoch, _batches
-TokenBatchSampler.__iter__ = lambda self: iter(self.batches()[self.start:])
-TokenBatchSampler.__len__ = lambda self: len(self.batches()) - self.start
+@patch
+def __iter__(self: TokenBatchSampler):
+    "This rank's batches of the current epoch, from `start`."
+    return iter(self.batches()[self.start:])
+
+@patch
+def __len__(self: TokenBatchSampler) -> int:
+    "The number of batches `__iter__` yields."
+    return len(self.batches()) - self.start
 
 # %% ../nbs/08_batching.ipynb #367122b9
-def token_batch_loader(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tgt) pairs of 1-d id tensors
+def token_batch_loader(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tgt) 1-d ids
                        max_tokens: int,           # token budget per batch, padding included
-                       shuffle: bool=True,        # training: shuffle by seed and epoch; validation: False
+                       shuffle: bool=True,        # training: by seed and epoch; validation: False
                        seed: int=0,               # base seed of the shuffle
                        rank: int|None=None,       # default: from torch.distributed, else 0
                        world_size: int|None=None, # default: from torch.distributed, else 1
-                       even: bool|None=None,      # equal batch counts on all ranks (default: = shuffle, i.e. for training)
+                       even: bool|None=None,      # equal batch counts per rank (default: shuffle)
                        pad_idx: int=PAD_IDX,      # padding id
                        num_workers: int=0,        # DataLoader worker processes
                        pin_memory: bool=False,    # pin host memory (for GPU training)
                       ) -> DataLoader:
-    "A `DataLoader` of `Batch`es: token-budget, length-grouped batches of `pairs`, this rank's share."
-    r, w = dist_rank_world()                                 # the process group's, (0, 1) without one
+    "A `DataLoader` of token-budget, length-grouped `Batch`es of `pairs`: this rank's share."
+    r, w = dist_rank_world()                          # the process group's, (0, 1) without one
     rank, world_size = r if rank is None else rank, w if world_size is None else world_size
-    sampler = TokenBatchSampler([(len(s), len(t)) for s, t in pairs], max_tokens, shuffle, seed, rank, world_size,
+    lengths = [(len(s), len(t)) for s, t in pairs]
+    sampler = TokenBatchSampler(lengths, max_tokens, shuffle, seed, rank, world_size,
                                 shuffle if even is None else even)
-    return DataLoader(pairs, batch_sampler=sampler, collate_fn=partial(collate_batch, pad_idx=pad_idx),
+    collate = partial(collate_batch, pad_idx=pad_idx)
+    return DataLoader(pairs, batch_sampler=sampler, collate_fn=collate,
                       num_workers=num_workers, pin_memory=pin_memory)
 
 # %% ../nbs/08_batching.ipynb #667a5500

@@ -12,45 +12,57 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 from .model import Transformer, TransformerConfig
-from .runtime import unwrap_model, dist_rank_world, get_rng_state, set_rng_state, TrainingInterrupted
+from fastcore.basics import patch
+from .runtime import (unwrap_model, dist_rank_world, get_rng_state, set_rng_state,
+                                           TrainingInterrupted)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'save_checkpoint', 'load_checkpoint', 'check_config', 'model_from_checkpoint',
-           'restore_checkpoint', 'checkpoint_path', 'list_checkpoints', 'latest_checkpoint', 'remove_leftovers',
-           'Checkpointer', 'average_weights', 'average_checkpoints', 'describe_checkpoint']
+           'restore_checkpoint', 'RecipeMismatch', 'checkpoint_path', 'list_checkpoints', 'latest_checkpoint',
+           'remove_leftovers', 'Checkpointer', 'average_weights', 'average_checkpoints', 'describe_checkpoint']
 
 # %% ../nbs/91_checkpoints.ipynb #7693a676
 CHECKPOINT_FORMAT = "annotated_transformer.checkpoint/1"
 
 def _check_plain(x, where="checkpoint"):
     "Refuse anything `torch.load(weights_only=True)` could not read back."
-    if x is None or isinstance(x, (bool, int, float, str, torch.Tensor, torch.device, torch.dtype)): return
+    if x is None or isinstance(x, (bool, int, float, str, torch.Tensor, torch.device, torch.dtype)):
+        return
     if isinstance(x, (list, tuple)):
         for i, v in enumerate(x): _check_plain(v, f"{where}[{i}]")
     elif isinstance(x, dict):
         for k, v in x.items():
-            if not isinstance(k, (str, int)): raise TypeError(f"{where} has a key of type {type(k).__name__}: use str or int")
+            if not isinstance(k, (str, int)):
+                raise TypeError(f"{where} has a key of type {type(k).__name__}: use str or int")
             _check_plain(v, f"{where}[{k!r}]")
-    else: raise TypeError(f"{where} is a {type(x).__name__}: checkpoints hold only tensors, numbers, strings, lists and dicts")
+    else:
+        raise TypeError(f"{where} is a {type(x).__name__}: "
+                        f"checkpoints hold only tensors, numbers, strings, lists and dicts")
 
 # %% ../nbs/91_checkpoints.ipynb #772e4e2d
 def _write_atomic(obj, path: Path):
-    "`torch.save(obj)` to a temporary file beside `path`, fsync, rename; on failure the temporary file is removed."
+    "`torch.save(obj)` to a temporary file beside `path`, fsync, rename; on failure, no file is left."
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f); f.flush(); os.fsync(f.fileno())
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
         if os.path.exists(tmp): os.unlink(tmp)
         if not isinstance(e, (OSError, RuntimeError)): raise
-        # torch turns a failed write (a full disk) into RuntimeError("... unexpected pos N vs M"); the OSError is its context
-        os_err = e if isinstance(e, OSError) else e.__context__ if isinstance(e.__context__, OSError) else None
+        # torch turns a failed write (a full disk) into RuntimeError("... unexpected pos N vs M");
+        # the OSError is its context
+        os_err = e if isinstance(e, OSError) else e.__context__
+        if not isinstance(os_err, OSError): os_err = None
         why = os_err.strerror if os_err is not None and os_err.strerror else str(e).splitlines()[0]
-        raise OSError(getattr(os_err, "errno", None) or errno.EIO, f"cannot write checkpoint {path}: {why}; "
-                      f"the previous checkpoints are untouched") from e
+        raise OSError(getattr(os_err, "errno", None) or errno.EIO,
+                      f"cannot write checkpoint {path}: {why}; the previous checkpoints are untouched") from e
     with contextlib.suppress(OSError):               # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY); os.fsync(dfd); os.close(dfd)
+        dfd = os.open(path.parent, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
 
 # %% ../nbs/91_checkpoints.ipynb #7207f74d
 def save_checkpoint(path: str|Path,              # file to write (its directory is created)
@@ -60,12 +72,13 @@ def save_checkpoint(path: str|Path,              # file to write (its directory 
                     train_state=None,             # a `TrainState` (chapter 11) or its dict
                     extra: dict|None=None,        # plain data, e.g. {"vocab": ...}
                     scaler=None,                  # a `GradScaler` (fp16)
-                    rng: list|None=None,          # per-rank random states (`get_rng_state()` of each rank)
+                    rng: list|None=None,          # per-rank random states (each rank's `get_rng_state()`)
                    ) -> Path:
-    "Write a checkpoint atomically (temporary file, fsync, rename); loadable with weights_only=True."
+    "Write a checkpoint atomically (temporary file, fsync, rename), loadable with weights_only=True."
     model = unwrap_model(model)
     if hasattr(train_state, "to_dict"): train_state = train_state.to_dict()
-    ckpt = {"format": CHECKPOINT_FORMAT, "config": model.config.to_dict(), "model": model.state_dict(),
+    ckpt = {"format": CHECKPOINT_FORMAT, "config": model.config.to_dict(),
+            "model": model.state_dict(),
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "train_state": train_state, "extra": extra or {}, "rng": rng,
@@ -74,8 +87,8 @@ def save_checkpoint(path: str|Path,              # file to write (its directory 
     path = Path(path)
     try: path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise NotADirectoryError(errno.ENOTDIR, f"cannot write checkpoint {path}: {path.parent} or a folder above it "
-                                 f"is a file, not a directory") from None
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot write checkpoint {path}: {path.parent} "
+                                 f"or a folder above it is a file, not a directory") from None
     _write_atomic(ckpt, path)
     return path
 
@@ -84,31 +97,35 @@ def _check_file(path: Path):
     "Refuse a missing, empty, non-zip or CRC-failing file before anything is unpickled."
     if not path.exists(): raise FileNotFoundError(f"checkpoint {path} does not exist")
     if path.is_dir(): raise IsADirectoryError(f"checkpoint {path} is a directory, not a file")
-    if path.stat().st_size == 0: raise ValueError(f"checkpoint {path} is empty (0 bytes): truncated or never written")
+    if path.stat().st_size == 0:
+        raise ValueError(f"checkpoint {path} is empty (0 bytes): truncated or never written")
     if not zipfile.is_zipfile(path):                   # save_checkpoint always writes torch's zip format
         with open(path, "rb") as f: plain_pickle = f.read(1) == b"\x80"
-        if plain_pickle: raise ValueError(f"checkpoint {path} contains pickled Python objects (a plain pickle, not a "
-                                          f"file written by save_checkpoint); refused unread")
+        if plain_pickle:
+            raise ValueError(f"checkpoint {path} contains pickled Python objects (a plain pickle, "
+                             f"not a file written by save_checkpoint); refused unread")
         raise ValueError(f"checkpoint {path} is truncated or corrupt (not a complete zip archive)")
     try:
-        with zipfile.ZipFile(path) as z:               # torch does not check the CRC-32s it wrote; zipfile does
-            crcs = all(i.CRC or not i.file_size for i in z.infolist())   # (unless saved with CRC-32s turned off)
+        with zipfile.ZipFile(path) as z:               # torch does not check its CRC-32s; zipfile does
+            crcs = all(i.CRC or not i.file_size for i in z.infolist())   # (unless saved without)
             bad = z.testzip() if crcs else None
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
         raise ValueError(f"checkpoint {path} is truncated or corrupt ({type(e).__name__}: {e})") from None
-    if bad is not None: raise ValueError(f"checkpoint {path} is corrupt: its entry {bad} fails the CRC-32 check")
+    if bad is not None:
+        raise ValueError(f"checkpoint {path} is corrupt: its entry {bad} fails the CRC-32 check")
 
 def _torch_load(path: Path, map_location):
     "`torch.load(weights_only=True)`, its errors turned into one line naming the file."
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                # torch warns about pickle protocols before refusing a file
+        warnings.simplefilter("ignore")     # torch warns about pickle protocols before refusing a file
         try: return torch.load(path, map_location=map_location, weights_only=True)
         except Exception as e:
             msg = str(e)
-            glob = re.search(r"[Uu]nsupported (?:global: )?GLOBAL (\S+)", msg)   # a class or function in the pickle
+            # a class or function in the pickle
+            glob = re.search(r"[Uu]nsupported (?:global: )?GLOBAL (\S+)", msg)
             if "Weights only load failed" in msg and glob:
-                raise ValueError(f"checkpoint {path} contains pickled Python objects ({glob.group(1)}), refused by "
-                                 f"weights_only loading: nothing was run") from None
+                raise ValueError(f"checkpoint {path} contains pickled Python objects ({glob.group(1)}), "
+                                 f"refused by weights_only loading: nothing was run") from None
             raise ValueError(f"checkpoint {path} is truncated or corrupt ({type(e).__name__}: "
                              f"{msg.splitlines()[0][:120] if msg else 'no message'})") from None
 
@@ -122,12 +139,14 @@ def load_checkpoint(path: str|Path,         # a file written by `save_checkpoint
     ckpt = _torch_load(path, map_location)
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
-        raise ValueError(f"{path} is not an annotated_transformer checkpoint (format {found!r}, expected {CHECKPOINT_FORMAT!r})")
+        raise ValueError(f"{path} is not an annotated_transformer checkpoint "
+                         f"(format {found!r}, expected {CHECKPOINT_FORMAT!r})")
     for k in ("config", "model"):
         if k not in ckpt: raise ValueError(f"checkpoint {path} has no {k!r} entry")
     for k in ("config", "model", "extra", "train_state"):
         if ckpt.get(k) is not None and not isinstance(ckpt[k], dict):
-            raise ValueError(f"checkpoint {path}: its {k!r} entry is a {type(ckpt[k]).__name__}, expected a dict")
+            raise ValueError(f"checkpoint {path}: its {k!r} entry is a {type(ckpt[k]).__name__}, "
+                             f"expected a dict")
     return ckpt
 
 # %% ../nbs/91_checkpoints.ipynb #65ee5fbf
@@ -140,9 +159,11 @@ def check_config(saved: dict,                   # a checkpoint's "config"
                 ):
     "Raise `ValueError` naming every field in which the two configs differ."
     mine = config.to_dict()
-    saved = {f.name: f.default for f in dataclasses.fields(TransformerConfig) if f.name not in saved} | saved  # fields added later
-    diff = [f"{k}={saved.get(k, '<missing>')!r} in the checkpoint vs {mine.get(k, '<missing>')!r} here"
-            for k in sorted(set(saved) | set(mine)) if saved.get(k, "<missing>") != mine.get(k, "<missing>")]
+    # fields added to the config after a checkpoint was written: their defaults
+    saved = {f.name: f.default for f in dataclasses.fields(TransformerConfig) if f.name not in saved} | saved
+    old, new = (lambda k: saved.get(k, "<missing>")), (lambda k: mine.get(k, "<missing>"))
+    diff = [f"{k}={old(k)!r} in the checkpoint vs {new(k)!r} here"
+            for k in sorted(set(saved) | set(mine)) if old(k) != new(k)]
     if diff: raise ValueError(f"{name} was saved from a different model config: " + "; ".join(diff))
 
 def model_from_checkpoint(ckpt: str|Path|dict,  # a checkpoint file or a loaded checkpoint dict
@@ -152,9 +173,12 @@ def model_from_checkpoint(ckpt: str|Path|dict,  # a checkpoint file or a loaded 
     name = _name(ckpt)
     if not isinstance(ckpt, dict): ckpt = load_checkpoint(ckpt, map_location)
     try: model = Transformer(TransformerConfig.from_dict(ckpt["config"]))
-    except (TypeError, ValueError) as e: raise ValueError(f"{name} has an invalid config: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} has an invalid config: {e}") from None
     try: model.load_state_dict(ckpt["model"])
-    except (RuntimeError, TypeError) as e: raise ValueError(f"{name}: the weights do not fit its config: {str(e).splitlines()[0]}") from None
+    except (RuntimeError, TypeError) as e:
+        why = str(e).splitlines()[0]
+        raise ValueError(f"{name}: the weights do not fit its config: {why}") from None
     return model.to(map_location if not callable(map_location) else "cpu").eval()
 
 # %% ../nbs/91_checkpoints.ipynb #13aa5a7c
@@ -165,18 +189,36 @@ def restore_checkpoint(ckpt: str|Path|dict,      # file or loaded dict
                        scaler=None,
                        restore_rng: bool=True,    # restore this rank's random states
                       ) -> dict:                  # the saved train state ({} if none)
-    "Load weights, optimizer, scheduler, scaler and random states into existing objects; return the train state."
+    "Load weights, optimizer, scheduler, scaler and random states into a run; return its train state."
     name = _name(ckpt)
     if not isinstance(ckpt, dict): ckpt = load_checkpoint(ckpt)
     raw = unwrap_model(model)
     check_config(ckpt["config"], raw.config, name)
     raw.load_state_dict(ckpt["model"])
-    if optimizer is not None and ckpt.get("optimizer") is not None: optimizer.load_state_dict(ckpt["optimizer"])
-    if scheduler is not None and ckpt.get("scheduler") is not None: scheduler.load_state_dict(ckpt["scheduler"])
-    if scaler is not None and ckpt.get("scaler") is not None: scaler.load_state_dict(ckpt["scaler"])
+    for obj, k in ((optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler")):
+        if obj is not None and ckpt.get(k) is not None: obj.load_state_dict(ckpt[k])
     rank, _ = dist_rank_world()
     if restore_rng and ckpt.get("rng") and rank < len(ckpt["rng"]): set_rng_state(ckpt["rng"][rank])
     return dict(ckpt["train_state"] or {})
+
+# %% ../nbs/91_checkpoints.ipynb #10485c30
+class RecipeMismatch(ValueError):
+    "A resumed run asked for another recipe than its checkpoint's."
+    def __init__(self, where,                               # the checkpoint, named in the message
+                 diffs: list[tuple[str, object, object]],   # (field, the checkpoint's value, the asked one)
+                 note: str=""):                             # said after the differences
+        self.where, self.diffs, self.note = where, diffs, note
+        super().__init__(self.describe())
+
+    def describe(self,
+                 name=lambda field: None, # a field's name for the reader (its flag); None: `field=value`
+                ) -> str:
+        "The message, with each field as `name` calls it."
+        say = lambda k, v: f"{name(k)} {v}" if name(k) else f"{k}={v!r}"
+        vs = lambda k, v: f"{v}" if name(k) else f"{v!r}"
+        return (f"{self.where} was trained with another recipe: "
+                + "; ".join(f"{say(k, a)} in the checkpoint vs {vs(k, b)} here" for k, a, b in self.diffs)
+                + self.note)
 
 # %% ../nbs/91_checkpoints.ipynb #2688b994
 def checkpoint_path(directory: str|Path, step: int) -> Path:
@@ -195,108 +237,125 @@ def latest_checkpoint(directory: str|Path) -> Path|None:
     cps = list_checkpoints(directory)
     return cps[-1] if cps else None
 
-_LEFTOVER = re.compile(r"\.(?:step_\d+|averaged)\.pt\.\w+\.tmp")      # `save_checkpoint`'s temporary files
+_LEFTOVER = re.compile(r"\.(?:step_\d+|averaged)\.pt\.\w+\.tmp")  # `save_checkpoint`'s temporary files
 
 def remove_leftovers(directory: str|Path, # a checkpoint directory
                     ) -> list[Path]:      # the files removed
-    "Delete the temporary files of saves killed mid-write (`.step_XXXXXXXX.pt.*.tmp`, `.averaged.pt.*.tmp`)."
+    "Delete the temporary files of killed saves (`.step_XXXXXXXX.pt.*.tmp`, `.averaged.pt.*.tmp`)."
     d = Path(directory)
     if not d.is_dir(): return []
     gone = []
     for p in sorted(d.iterdir()):
         if _LEFTOVER.fullmatch(p.name) and p.is_file():
-            with contextlib.suppress(FileNotFoundError): p.unlink(); gone.append(p)
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+                gone.append(p)
     return gone
 
 # %% ../nbs/91_checkpoints.ipynb #9bbcbf46
 class Checkpointer:
-    "A training run's checkpoints in `directory`: resume, periodic and final saves (rank 0 writes); inert without a directory."
-    def __init__(self, directory: str|Path|None,  # where `step_XXXXXXXX.pt` files go; None: nothing is saved
+    "A run's checkpoints in `directory`: resume, periodic and final saves (rank 0 writes)."
+    def __init__(self,
+                 directory: str|Path|None,  # where `step_XXXXXXXX.pt` files go; None: nothing is saved
                  model: nn.Module, optimizer=None, scheduler=None, scaler=None,
-                 extra: dict|None=None,            # stored in every checkpoint (e.g. the vocabulary)
-                 every: int|None=None,             # updates between saves (None: only the final one)
+                 extra: dict|None=None,     # stored in every checkpoint (e.g. the vocabulary)
+                 every: int|None=None,      # updates between saves (None: only the final one)
                 ):
         self.dir = Path(directory) if directory is not None else None
-        self.model, self.optimizer, self.scheduler, self.scaler = unwrap_model(model), optimizer, scheduler, scaler
+        self.model, self.optimizer = unwrap_model(model), optimizer
+        self.scheduler, self.scaler = scheduler, scaler
         self.extra, self.every, self.saved_at = extra, every, None
 
     def resume(self, ckpt: str|Path|dict, log: Callable[[str], None]=lambda m: None) -> dict:
-        "Restore the run's objects from `ckpt` (rank 0 logs it); the saved train state, which counts as saved already."
+        "Restore the run's objects from `ckpt` (rank 0 logs it); its train state (saved already)."
         ts = restore_checkpoint(ckpt, self.model, self.optimizer, self.scheduler, self.scaler)
         self.saved_at = (ts.get("step", 0), ts.get("epoch", 0))
-        if dist_rank_world()[0] == 0: log(f"resumed from step {self.saved_at[0]} ({_name(ckpt) if not isinstance(ckpt, dict) else 'a checkpoint dict'})")
+        where = _name(ckpt) if not isinstance(ckpt, dict) else "a checkpoint dict"
+        if dist_rank_world()[0] == 0: log(f"resumed from step {self.saved_at[0]} ({where})")
         return ts
 
     def remove_leftovers(self, log: Callable[[str], None]):
         "Rank 0: delete a killed save's temporary files, and say so."
         if self.dir is None or dist_rank_world()[0] != 0: return
         gone = remove_leftovers(self.dir)
-        if gone: log(f"removed {len(gone)} leftover temporary file(s) of an interrupted save from {self.dir}: "
+        if gone: log(f"removed {len(gone)} leftover temporary file(s) of an interrupted save "
+                     f"from {self.dir}: "
                      + ", ".join(p.name for p in gone))
 
 # %% ../nbs/91_checkpoints.ipynb #35c91131
+@patch
 @torch.no_grad()
-def _save(self: Checkpointer, state) -> Path|None: # a `TrainState`: the checkpoint of update `state.step`
+def save(self: Checkpointer,
+         state,               # a `TrainState`: the checkpoint of update `state.step`
+        ) -> Path|None:
     "Save the run at `state` (every rank calls it; rank 0 writes); once per update."
     if self.dir is None: return None
     path = checkpoint_path(self.dir, state.step)
     if self.saved_at == (state.step, state.epoch): return path                   # saved already
     rng, (rank, world) = get_rng_state(), dist_rank_world()
     if world > 1:
-        gathered = [None] * world; torch.distributed.all_gather_object(gathered, rng); rng = gathered
+        gathered = [None] * world
+        torch.distributed.all_gather_object(gathered, rng)
+        rng = gathered
     else: rng = [rng]
-    if rank == 0: save_checkpoint(path, self.model, self.optimizer, self.scheduler, state, self.extra, self.scaler, rng)
+    if rank == 0:
+        save_checkpoint(path, self.model, self.optimizer, self.scheduler, state, self.extra, self.scaler,
+                        rng)
     self.saved_at = (state.step, state.epoch)
     return path
 
-def _after_update(self: Checkpointer, state):
+@patch
+def after_update(self: Checkpointer, state):
     "Save every `every` updates."
     if self.every and state.step % self.every == 0: self.save(state)
 
-def _forced_stop(self: Checkpointer, signum: int) -> TrainingInterrupted:
+@patch
+def forced_stop(self: Checkpointer, signum: int) -> TrainingInterrupted:
     "The stop of a second Ctrl-C: names the last complete checkpoint."
     last = latest_checkpoint(self.dir) if self.dir is not None else None
     return TrainingInterrupted(signum, int(last.stem[5:]) if last else None, last, forced=True)
 
-Checkpointer.save, Checkpointer.after_update, Checkpointer.forced_stop = _save, _after_update, _forced_stop
-
 # %% ../nbs/91_checkpoints.ipynb #dbf0bae5
 def _check_same_model(p, ck, p0, c0, total):
-    "Refuse checkpoint `p` unless it is the model of `p0`: same config, parameter names and shapes, vocabulary."
+    "Refuse checkpoint `p` unless it is the model of `p0`: config, parameter names and shapes, vocabulary."
     if ck.get("config") != c0.get("config"):
-        diff = sorted(k for k in set(ck["config"]) | set(c0["config"]) if ck["config"].get(k) != c0["config"].get(k))
+        a, b = ck["config"], c0["config"]
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         raise ValueError(f"{p} and {p0} are different models (config differs in {diff})")
     sd = ck["model"]
     if set(sd) != set(total):
         raise ValueError(f"{p} and {p0} have different parameters: {sorted(set(sd) ^ set(total))[:5]}")
     for k, v in sd.items():
-        if v.shape != total[k].shape: raise ValueError(f"{p}: {k} has shape {tuple(v.shape)}, {p0} has {tuple(total[k].shape)}")
+        if v.shape != total[k].shape:
+            raise ValueError(f"{p}: {k} has shape {tuple(v.shape)}, {p0} has {tuple(total[k].shape)}")
     if (ck.get("extra") or {}).get("vocab") != (c0.get("extra") or {}).get("vocab"):
         raise ValueError(f"{p} and {p0} have different vocabularies")
 
-def average_weights(state_dicts: Sequence[dict], # model state dicts of one model (e.g. of its last 5 checkpoints)
+def average_weights(state_dicts: Sequence[dict], # one model's state dicts (e.g. its last 5 checkpoints')
                    ) -> dict:                      # the mean state dict, in each entry's dtype
-    "The mean of each floating-point entry, summed in float64 (order-independent); other entries from the last (§6.1)."
+    "Each floating-point entry's mean, summed in float64; other entries from the last (§6.1)."
     sds = list(state_dicts)
     if not sds: raise ValueError("no weights to average")
-    return {k: (sum(sd[k].to(torch.float64) for sd in sds) / len(sds)).to(v.dtype) if v.is_floating_point() else v
-            for k, v in sds[-1].items()}
+    mean = lambda k, v: (sum(sd[k].to(torch.float64) for sd in sds) / len(sds)).to(v.dtype)
+    return {k: mean(k, v) if v.is_floating_point() else v for k, v in sds[-1].items()}
 
-def average_checkpoints(paths: Sequence[str|os.PathLike], # checkpoint files of one run (e.g. the last 5)
-                       ) -> dict:                          # a checkpoint dict with the averaged "model"
+def average_checkpoints(paths: Sequence[str|os.PathLike], # checkpoint files of one run (the last 5)
+                       ) -> dict:                          # a checkpoint dict, the "model" averaged
     "Average the model weights of several checkpoints (§6.1), refusing checkpoints of different models."
     paths = list(paths)
     if not paths: raise ValueError("no checkpoints to average")
     cks = [load_checkpoint(p) for p in paths]
-    for p, ck in zip(paths[1:], cks[1:]): _check_same_model(p, ck, paths[0], cks[0], cks[0]["model"])
+    for p, ck in zip(paths[1:], cks[1:]):
+        _check_same_model(p, ck, paths[0], cks[0], cks[0]["model"])
     last = cks[-1]
     extra = dict(last.get("extra") or {}, averaged_from=[str(Path(p).name) for p in paths])
-    return {**last, "model": average_weights([ck["model"] for ck in cks]), "optimizer": None, "scheduler": None, "extra": extra}
+    return {**last, "model": average_weights([ck["model"] for ck in cks]), "optimizer": None,
+            "scheduler": None, "extra": extra}
 
 # %% ../nbs/91_checkpoints.ipynb #1f985ac5
 def describe_checkpoint(path: str|Path, # a file written by `save_checkpoint`
                        ) -> str:        # one line: train state, model shape, file size
-    "Summarise a checkpoint's train state and model in one line (`load_checkpoint`'s error if the file is bad)."
+    "A checkpoint's train state and model in one line (`load_checkpoint`'s error for a bad file)."
     ck = load_checkpoint(path)
     c, s = ck["config"], ck.get("train_state") or {}
     parts = [f"{Path(path).name}: update {s.get('step', '?')}", f"epoch {s.get('epoch', '?')}",

@@ -1,4 +1,4 @@
-"""`annotated-transformer`: the jobs people run from a shell — train, translate, evaluate, average checkpoints, benchmark.
+"""`annotated-transformer`: the jobs people run from a shell — train, translate, evaluate, benchmark.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"""
 
@@ -6,29 +6,32 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"
 
 # %% ../nbs/92_cli.ipynb #b3c08d29
 from __future__ import annotations
-import argparse, contextlib, functools, inspect, json, os, shlex, shutil, signal, sys, threading, time
+import argparse, contextlib, functools, inspect, json, os, shlex, shutil, signal, sys, threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 import torch
 from fastcore.docments import docments
 from . import __version__
 from .runtime import default_device, distributed_session
-from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint, model_from_checkpoint,
-    checkpoint_path, average_checkpoints)
-from .data import Corpus, iter_lines, ensure_splits, default_test_split, resolve_data_dir, skipped_note
-from .evaluation import translate, score_sets, score_table
-from .copy_task import COPY_MAX_STEPS, RecipeMismatch, train_copy, copy_scores
-from annotated_transformer.multi30k import (RECIPES, Multi30kRecipe, train_multi30k, default_recipe_name, default_checkpoint_dir,
-    translate_nbest, nbest_row)
+from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
+    model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
+from .data import (Corpus, iter_lines, ensure_splits, default_test_split,
+    resolve_data_dir, skipped_note)
+from .evaluation import translate, translate_nbest, nbest_row, score_sets, score_table
+from .copy_task import COPY_MAX_STEPS, train_copy, copy_scores
+from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
+    default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
 from .model_variations import BASE, STEPS, run_variations, variations_table
 from .attention_maps import KINDS, save_attention_maps
 from .performance import run_benchmarks, format_report
-from .ctranslate2_export import export_ctranslate2, bench_translation, bench_table
+from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_translation,
+    bench_table)
 from .pretrained import export_model, open_translator
 
 # %% auto #0
-__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'non_negative_float', 'lang_code',
-           'vocab_arg', 'Options', 'deprecated', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command',
+__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'non_negative_float',
+           'lang_code', 'vocab_arg', 'Options', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command',
            'train_copy_command', 'translate_command', 'average_command', 'eval_corpus', 'evaluate_command',
            'attention_command', 'parse_base', 'variations_command', 'bench_command', 'export_command',
            'bench_translate_command', 'main']
@@ -63,23 +66,28 @@ def non_negative_float(s: str) -> float:
 def lang_code(s: str) -> str:
     "argparse type: a language code, the suffix of a corpus's files (de, en, fr, pt_br, ...)."
     if not s or len(s) > 16 or not all(c.isalnum() or c in "-_" for c in s) or not s.isascii():
-        raise argparse.ArgumentTypeError(f"{s!r} is not a language code (letters, digits, - or _; e.g. de, en, pt_br)")
+        raise argparse.ArgumentTypeError(f"{s!r} is not a language code "
+                                         f"(letters, digits, - or _; e.g. de, en, pt_br)")
     return s
 
 def vocab_arg(s: str) -> str:
-    "argparse type for `train --vocab`: bpe, word, or an existing vocabulary file (or model folder) of an earlier run."
+    "argparse type for `train --vocab`: bpe, word, or an existing vocabulary file (or model folder)."
     if s in ("bpe", "word") or os.path.exists(s): return s
-    raise argparse.ArgumentTypeError(f"{s!r} is neither bpe, word, nor an existing file (vocab.json, a checkpoint, a model folder)")
+    raise argparse.ArgumentTypeError(f"{s!r} is neither bpe, word, nor an existing file "
+                                     f"(vocab.json, a checkpoint, a model folder)")
 
 # %% ../nbs/92_cli.ipynb #fa436a88
 @dataclass
 class Options:
     "Options several commands share: the help of each flag is the comment on its field."
     device: str|None = None          # cpu, cuda, cuda:1, … (default: cuda if available)
-    data_dir: str|None = None        # data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)
+    # data root (else $ANNOTATED_TRANSFORMER_DATA, else the user cache)
+    data_dir: str|None = None
     checkpoint: str|None = None      # a checkpoint written by `train` or `average`
-    model: str|None = None           # a shipped model, de-en or en-de, or a model folder written by `export`
-    src: str|None = None             # source language: de or en for Multi30k, any suffix of your files
+    # a shipped model, de-en or en-de, or a model folder written by `export`
+    model: str|None = None
+    # source language: de or en for Multi30k, any suffix of your files
+    src: str|None = None
     tgt: str|None = None             # target language
     beam_size: int = 4               # beam size (1 = greedy; §6.1)
     length_penalty: float = 0.6      # α of the length penalty (§6.1)
@@ -87,70 +95,74 @@ class Options:
     max_train_pairs: int|None = None # use only the first N training pairs
     json: bool = False               # print the result as one JSON object
 
-def deprecated(prog: str, old: str, new: str): # the program; the old spelling; the new one
-    "Warn, on stderr, that a flag was renamed."
-    print(f"{prog}: warning: {old} is deprecated and goes in the next release; use {new}", file=sys.stderr)
-
-class _Renamed(argparse._StoreAction):
-    "A flag that also answers to its old spellings, with a warning."
-    def __init__(self, *a, old=(), **kw): super().__init__(*a, **kw); self.old = old
-    def __call__(self, parser, ns, values, option_string=None):
-        if option_string in self.old: deprecated(parser.prog, option_string, self.option_strings[0])
-        super().__call__(parser, ns, values, option_string)
-
 # %% ../nbs/92_cli.ipynb #4757ac46
 _TYPES = {"int": positive_int, "float": non_negative_float}
 
 @functools.cache
-def _docments(source): return docments(source, full=True)   # parses the source: once per source, not once per flag
+# parsed once per source, not once per flag
+def _docments(source): return docments(source, full=True)
 
-def add_field(p,               # a parser, or a group of one
-              source,          # a dataclass or a function: its documented field or parameter `name` is what the flag sets
-              name: str,       # the field; the flag is --NAME, with - for _
-              *old: str,       # earlier spellings of the flag, still accepted for one release with a warning
-              flag: str|None=None, # the flag, where it is not --NAME
-              more: str="",    # said after the field's comment (e.g. this command's default)
-              **kw):           # `add_argument` options that differ from what `source` says
-    "Add the flag of one documented field: help, type and default come from `source`, where they are written once."
+def add_field(p,                    # a parser, or a group of one
+              source,               # a dataclass or a function documenting `name`, what the flag sets
+              name: str,            # the field; the flag is --NAME, with - for _
+              flag: str|None=None,  # the flag, where it is not --NAME
+              more: str="",         # said after the field's comment (e.g. this command's default)
+              **kw):                # `add_argument` options that differ from what `source` says
+    "Add the flag of one documented field: help, type and default come from `source`, written once."
     d = _docments(source)[name]
     anno = str(d["anno"]).replace(" ", "").removesuffix("|None")
     kw.setdefault("default", None if d["default"] is inspect.Parameter.empty else d["default"])
     if anno == "bool": kw.setdefault("action", "store_true")
     else: kw.setdefault("type", _TYPES.get(anno, str))
-    if old: kw.update(action=_Renamed, old=old)
     helptext = " ".join(x for x in (d["docment"] or "", more) if x)
-    if kw["default"] not in (None, False) and "default" not in helptext: helptext += f" (default: {kw['default']})"
-    return p.add_argument(flag or f"--{name.replace('_', '-')}", *old, dest=name, help=helptext, **kw)
+    if kw["default"] not in (None, False) and "default" not in helptext:
+        helptext += f" (default: {kw['default']})"
+    return p.add_argument(flag or f"--{name.replace('_', '-')}", dest=name, help=helptext, **kw)
 
 # %% ../nbs/92_cli.ipynb #d668fdaa
-RECIPE_FLAGS = ("save_every", "batch_tokens", "accum_steps", "warmup_steps", "lr_scale", "label_smoothing", "clip_grad")
+RECIPE_FLAGS = ("save_every", "batch_tokens", "accum_steps", "warmup_steps", "lr_scale",
+                "label_smoothing", "clip_grad")
 
 def _add_train(sub):
-    "`train`: what to learn, from which data, with which recipe, for how long, and where the checkpoints go."
-    t = sub.add_parser("train", help="train a model: the copy task, Multi30k German→English (the default), or your corpus",
-                       description="Train the Transformer. Without --task: Multi30k de→en with a recipe fitted to the hardware; "
-                                   "with --train PREFIX --valid PREFIX: your line-aligned files PREFIX.SRC and PREFIX.TGT.")
-    t.add_argument("--task", choices=["copy", "multi30k"], default="multi30k", help="what to learn (default: multi30k)")
-    add_field(t, train_multi30k, "recipe_name", flag="--recipe", metavar="NAME", more=f"({', '.join(RECIPES)})")
-    t.add_argument("--preset", default=None, help="the copy task's model preset: tiny (default), small, base, big; "
-                                                  "with Multi30k, the old spelling of --recipe (deprecated)")
+    "`train`: what to learn, from which data, with which recipe, how long, where checkpoints go."
+    t = sub.add_parser("train", help="train a model: the copy task, Multi30k German→English (the "
+                                     "default), or your corpus",
+                       description="Train the Transformer. Without --task: Multi30k de→en with a "
+                                   "recipe fitted to the hardware; with --train PREFIX --valid PREFIX: "
+                                   "your line-aligned files PREFIX.SRC and PREFIX.TGT.")
+    t.add_argument("--task", choices=["copy", "multi30k"], default="multi30k",
+                   help="what to learn (default: multi30k)")
+    add_field(t, RunOptions, "recipe_name", flag="--recipe", metavar="NAME",
+              more=f"({', '.join(RECIPES)})")
+    t.add_argument("--preset", default=None,
+                   help="the copy task's model preset: tiny (default), small, base, big")
     add_field(t, Options, "data_dir")
-    t.add_argument("--train", metavar="PREFIX", default=None, help="your corpus: training files PREFIX.SRC and PREFIX.TGT (plain or .gz)")
-    t.add_argument("--valid", metavar="PREFIX", default=None, help="your corpus: validation files (needed with --train)")
-    t.add_argument("--test", metavar="PREFIX", nargs="+", action="extend", default=None, help="your corpus: test sets scored at the end")
-    for name in ("max_steps", "epochs", "seed", "checkpoint_dir", "save_every", "resume", *RECIPE_FLAGS[1:]):
-        if name in RECIPE_FLAGS: add_field(t, Multi30kRecipe, name, default=None, more="(default: the recipe's)")
-        else: add_field(t, train_multi30k, name, **({"type": int} if name == "seed" else {}))
-    add_field(t, train_multi30k, "precision", choices=["fp32", "bf16", "fp16"])
+    t.add_argument("--train", metavar="PREFIX", default=None,
+                   help="your corpus: training files PREFIX.SRC and PREFIX.TGT (plain or .gz)")
+    t.add_argument("--valid", metavar="PREFIX", default=None,
+                   help="your corpus: validation files (needed with --train)")
+    t.add_argument("--test", metavar="PREFIX", nargs="+", action="extend", default=None,
+                   help="your corpus: test sets scored at the end")
+    for name in ("max_steps", "epochs", "seed", "checkpoint_dir", "save_every", "resume",
+                 *RECIPE_FLAGS[1:]):
+        if name in RECIPE_FLAGS:
+            add_field(t, Multi30kRecipe, name, default=None, more="(default: the recipe's)")
+        else: add_field(t, RunOptions, name, **({"type": int} if name == "seed" else {}))
+    add_field(t, RunOptions, "precision", choices=["fp32", "bf16", "fp16"])
     add_field(t, Options, "device")
     add_field(t, Multi30kRecipe, "vocab", type=vocab_arg, metavar="{bpe,word,FILE}", default=None,
-              more="(default: the recipe's, bpe); FILE: the vocab.json of an earlier run (or its checkpoint or model folder)")
-    t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
+              more="(default: the recipe's, bpe); FILE: the vocab.json of an earlier run "
+                   "(or its checkpoint or model folder)")
+    t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe",
+                   help="same as --vocab bpe")
     add_field(t, Options, "max_train_pairs")
-    add_field(t, Options, "src", type=lang_code, more="(default de; --src en --tgt de is the paper's direction)")
+    add_field(t, Options, "src", type=lang_code,
+              more="(default de; --src en --tgt de is the paper's direction)")
     add_field(t, Options, "tgt", type=lang_code, more="(default: the other one of de and en)")
     add_field(t, Options, "beam_size", more="for the final evaluation")
     add_field(t, Options, "json")
+    t.set_defaults(flags=t.flags)                # field -> flag, for errors worded in flags
+    return t
 
 # %% ../nbs/92_cli.ipynb #7c7b6ff0
 def _add_model(s, more: str, required: bool=False):
@@ -162,242 +174,355 @@ def _add_model(s, more: str, required: bool=False):
 def _add_decoding(s, directions="(default: the model's; another is an error)"):
     "Beam search, batch, device and direction: what `translate` and `evaluate` share."
     for name in ("beam_size", "length_penalty", "batch_size", "device"): add_field(s, Options, name)
-    add_field(s, Options, "src", type=lang_code, more=directions); add_field(s, Options, "tgt", type=lang_code, more=directions)
+    for name in ("src", "tgt"): add_field(s, Options, name, type=lang_code, more=directions)
+
+_SHIPPED_DEFAULT = "(default without --checkpoint: the shipped model for --src/--tgt, de-en)"
 
 def _add_translate(sub):
-    s = sub.add_parser("translate", help="translate sentences with a trained checkpoint", description="translate sentences with a trained checkpoint")
-    _add_model(s, "(default without --checkpoint: the shipped model for --src/--tgt, de-en)"); _add_decoding(s)
-    s.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from --input, else stdin)")
-    s.add_argument("--input", metavar="FILE", default=None, help="read the sentences from FILE, one per line (UTF-8, plain or .gz; - is stdin)")
-    s.add_argument("--output", metavar="FILE", default=None, help="write the translations to FILE (default: stdout)")
+    what = "translate sentences with a trained checkpoint"
+    s = sub.add_parser("translate", help=what, description=what)
+    _add_model(s, _SHIPPED_DEFAULT)
+    _add_decoding(s)
+    s.add_argument("sentences", nargs="*",
+                   help="sentences to translate (default: one per line from --input, else stdin)")
+    s.add_argument("--input", metavar="FILE", default=None,
+                   help="read the sentences from FILE, one per line "
+                        "(UTF-8, plain or .gz; - is stdin)")
+    s.add_argument("--output", metavar="FILE", default=None,
+                   help="write the translations to FILE (default: stdout)")
     s.add_argument("--n-best", type=positive_int, metavar="K", default=None,
-                   help="write the K best translations of each line as INPUT_LINE<TAB>RANK<TAB>SCORE<TAB>TRANSLATION (the beam is widened to K)")
+                   help="write the K best translations of each line as "
+                        "INPUT_LINE<TAB>RANK<TAB>SCORE<TAB>TRANSLATION (the beam is widened to K)")
+    return s
 
 def _add_evaluate(sub):
-    s = sub.add_parser("evaluate", help="score a checkpoint on a Multi30k split with sacreBLEU", description="score a checkpoint on a Multi30k split with sacreBLEU")
-    _add_model(s, "(default without --checkpoint: the shipped model for --src/--tgt, de-en)"); _add_decoding(s)
+    what = "score a checkpoint on a Multi30k split with sacreBLEU"
+    s = sub.add_parser("evaluate", help=what, description=what)
+    _add_model(s, _SHIPPED_DEFAULT)
+    _add_decoding(s)
     s.add_argument("--test", metavar="PREFIX", nargs="+", action="extend", default=None,
-                   help="score on your files PREFIX.SRC / PREFIX.TGT instead (default: the data the run was trained on)")
-    s.add_argument("--output", metavar="FILE", default=None, help="write the detokenized hypotheses to FILE (several sets: FILE's stem.SET.suffix)")
-    s.add_argument("--split", default=None, help="comma-separated: val, test_2016_flickr, test_2017_flickr, test_2017_mscoco, "
-                                                 "test_2018_flickr, tatoeba (default: every test set in the data root); the shipped sample has val and test")
-    s.add_argument("--max-sentences", type=positive_int, default=None, help="score only the first N sentences of each set")
+                   help="score on your files PREFIX.SRC / PREFIX.TGT instead "
+                        "(default: the data the run was trained on)")
+    s.add_argument("--output", metavar="FILE", default=None,
+                   help="write the detokenized hypotheses to FILE "
+                        "(several sets: FILE's stem.SET.suffix)")
+    s.add_argument("--split", default=None,
+                   help="comma-separated: val, test_2016_flickr, test_2017_flickr, "
+                        "test_2017_mscoco, "
+                        "test_2018_flickr, tatoeba (default: every test set in the data root); "
+                        "the shipped sample has val and test")
+    s.add_argument("--max-sentences", type=positive_int, default=None,
+                   help="score only the first N sentences of each set")
     add_field(s, Options, "data_dir", more="(default: the one the checkpoint's run used)")
     add_field(s, Options, "json")
+    return s
 
 # %% ../nbs/92_cli.ipynb #829235a1
 def _add_attention(sub):
-    m = sub.add_parser("attention", help="draw a model's attention maps for one sentence (chapter 18)",
-                       description="Translate one sentence greedily and draw its attention maps, labelled with the tokens: "
-                                   "rows are queries, columns keys.")
+    m = sub.add_parser("attention",
+                       help="draw a model's attention maps for one sentence (chapter 18)",
+                       description="Translate one sentence greedily and draw its attention maps, "
+                                   "labelled with the tokens: rows are queries, columns keys.")
     _add_model(m, "(default: de-en)")
     m.add_argument("sentence", help="the source sentence")
-    m.add_argument("--output", required=True, metavar="FILE", help="image file (.png, .pdf, .svg); several kinds: FILE's stem-KIND.suffix")
-    m.add_argument("--kind", default="cross", help="comma-separated: cross (encoder–decoder, the default), encoder, decoder (self-attention)")
+    m.add_argument("--output", required=True, metavar="FILE",
+                   help="image file (.png, .pdf, .svg); several kinds: FILE's stem-KIND.suffix")
+    m.add_argument("--kind", default="cross",
+                   help="comma-separated: cross (encoder–decoder, the default), "
+                                                   "encoder, decoder (self-attention)")
     m.add_argument("--layer", type=int, default=-1, help="layer, from 0 (default -1: the last)")
-    m.add_argument("--head", type=int, default=None, help="one head, from 0 (default: a grid of all heads)")
+    m.add_argument("--head", type=int, default=None,
+                   help="one head, from 0 (default: a grid of all heads)")
     add_field(m, Options, "device")
-    add_field(m, Options, "src", type=lang_code, more="(default: the model's)"); add_field(m, Options, "tgt", type=lang_code, more="(default: the model's)")
+    for name in ("src", "tgt"):
+        add_field(m, Options, name, type=lang_code, more="(default: the model's)")
+    return m
 
 def _add_average(sub):
     a = sub.add_parser("average", help="average the parameters of several checkpoints (§6.1)",
-                       description="Average the weights of checkpoints of one run (the paper averaged the last 5).")
+                       description="Average the weights of checkpoints of one run "
+                                   "(the paper averaged the last 5).")
     a.add_argument("checkpoints", nargs="+", help="checkpoint files of the same model")
     a.add_argument("--output", required=True, help="where to write the averaged checkpoint")
+    return a
 
 def _add_bench(sub):
     "`bench`: a flag per option of `run_benchmarks` (add one there, then here)."
-    b = sub.add_parser("bench", help="measure speed against torch.nn.Transformer (ratios within one run)",
-                       description="Benchmarks: each figure is a ratio against a reference measured in the same run.")
+    b = sub.add_parser("bench",
+                       help="measure speed against torch.nn.Transformer (ratios within one run)",
+                       description="Benchmarks: each figure is a ratio against a reference "
+                                   "measured "
+                                   "in the same run.")
     b.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     add_field(b, Options, "json")
     add_field(b, Options, "device")
-    t = b.add_argument_group("translation speed against CTranslate2 (chapter 34; needs the ctranslate2 extra)")
-    t.add_argument("--translate", action="store_true", help="decode a test set with ours and with CTranslate2 on the same weights")
-    add_field(t, Options, "model", default="de-en"); add_field(t, Options, "data_dir")
+    t = b.add_argument_group("translation speed against CTranslate2 "
+                             "(chapter 34; needs the ctranslate2 extra)")
+    t.add_argument("--translate", action="store_true",
+                   help="decode a test set with ours and with CTranslate2 on the same weights")
+    add_field(t, Options, "model", default="de-en")
+    add_field(t, Options, "data_dir")
     for name in ("n_sentences", "repeats"): add_field(t, bench_translation, name)
-    for name in ("latency_sentences", "lever_sentences"): add_field(t, bench_translation, name, type=non_negative_int)  # 0: none
-    t.add_argument("--threads", type=_int_list, default=(1, 2), help="thread counts, comma-separated (default: 1,2)")
-    add_field(t, Options, "beam_size"); add_field(t, Options, "length_penalty"); add_field(t, Options, "batch_size")
-    t.add_argument("--output", metavar="FILE", default=None, help="also write the result as JSON to FILE")
+    for name in ("latency_sentences", "lever_sentences"):                   # 0: none
+        add_field(t, bench_translation, name, type=non_negative_int)
+    t.add_argument("--threads", type=_int_list, default=(1, 2),
+                   help="thread counts, comma-separated (default: 1,2)")
+    for name in ("beam_size", "length_penalty", "batch_size"): add_field(t, Options, name)
+    t.add_argument("--output", metavar="FILE", default=None,
+                   help="also write the result as JSON to FILE")
+    return b
 
 # %% ../nbs/92_cli.ipynb #3c72c988
 def _add_variations(sub):
-    v = sub.add_parser("variations", help="§6.2: train Table 3's variants on Multi30k en→de (resumable)",
-                       description="Train the variants of Table 3 at CPU scale on Multi30k en→de for the same number of updates; "
-                                   "dev perplexity and BLEU of each. A run already in the results file is skipped.")
-    v.add_argument("--rows", default=None, help="comma-separated rows (base, A, B, C, D, E) or variant names (e.g. A-h1, E-learned); default: all")
-    v.add_argument("--seeds", default=None, help="comma-separated seeds for every chosen variant (default: 0,1,2 for the base, 0 for the rest)")
-    v.add_argument("--steps", type=positive_int, default=None, help=f"updates per run (default: the chapter's STEPS, {STEPS})")
-    v.add_argument("--base", default=None, help="the base model as FIELD=INT,… over " + ",".join(f"{k}={x}" for k, x in BASE.items()))
-    v.add_argument("--results", default="variations.json", help="results file, read first and appended to (default: variations.json)")
-    v.add_argument("--rerun", action="store_true", help="run again even where the results file has the run (and replace it)")
-    add_field(v, Options, "data_dir"); add_field(v, Options, "max_train_pairs", more="(smoke runs)")
-    v.add_argument("--max-eval-sentences", type=positive_int, default=None, help="score only the first N development sentences (smoke runs)")
-    v.add_argument("--json", action="store_true", help="print the records as JSON instead of the table")
+    v = sub.add_parser("variations",
+                       help="§6.2: train Table 3's variants on Multi30k en→de (resumable)",
+                       description="Train the variants of Table 3 at CPU scale on Multi30k en→de "
+                                   "for the same number of updates; dev perplexity and BLEU of each. "
+                                   "A run already "
+                                   "in the results file is skipped.")
+    v.add_argument("--rows", default=None,
+                   help="comma-separated rows (base, A, B, C, D, E) or variant "
+                                                "names (e.g. A-h1, E-learned); default: all")
+    v.add_argument("--seeds", default=None, help="comma-separated seeds for every chosen variant "
+                                                 "(default: 0,1,2 for the base, 0 for the rest)")
+    v.add_argument("--steps", type=positive_int, default=None,
+                   help=f"updates per run (default: the chapter's STEPS, {STEPS})")
+    v.add_argument("--base", default=None, help="the base model as FIELD=INT,… over "
+                                                + ",".join(f"{k}={x}" for k, x in BASE.items()))
+    v.add_argument("--results", default="variations.json",
+                   help="results file, read first and appended to (default: variations.json)")
+    v.add_argument("--rerun", action="store_true",
+                   help="run again even where the results file has the run (and replace it)")
+    add_field(v, Options, "data_dir")
+    add_field(v, Options, "max_train_pairs", more="(smoke runs)")
+    v.add_argument("--max-eval-sentences", type=positive_int, default=None,
+                   help="score only the first N development sentences (smoke runs)")
+    v.add_argument("--json", action="store_true",
+                   help="print the records as JSON instead of the table")
+    return v
 
 def _add_export(sub):
-    e = sub.add_parser("export", help="write a model folder (safetensors) or a CTranslate2 folder from a checkpoint or a model",
-                       description="Export a training checkpoint as a model folder (--format safetensors, chapter 32), or a checkpoint or "
-                                   "model as a CTranslate2 folder (--format ctranslate2; needs pip install 'annotated-transformer[ctranslate2]').")
+    e = sub.add_parser("export", help="write a model folder (safetensors) or a CTranslate2 folder "
+                                      "from a "
+                                      "checkpoint or a model",
+                       description="Export a training checkpoint as a model folder (--format "
+                                   "safetensors, chapter 32), or a checkpoint or model as a "
+                                   "CTranslate2 "
+                                   "folder (--format ctranslate2; needs pip install "
+                                   "'annotated-transformer[ctranslate2]').")
     _add_model(e, "(--format ctranslate2 only)", required=True)
-    e.add_argument("--format", choices=("safetensors", "ctranslate2"), default="safetensors", help="the kind of folder to write (default: safetensors)")
-    e.add_argument("--output", required=True, metavar="FOLDER", help="the folder to write; an earlier export there is replaced")
-    e.add_argument("--quantization", choices=("int8", "int8_float32", "int16", "float16", "bfloat16"), default=None,
-                   help="CTranslate2's weight type (default: float32; int8 and int8_float32 run on any x86 CPU)")
+    e.add_argument("--format", choices=("safetensors", "ctranslate2"), default="safetensors",
+                   help="the kind of folder to write (default: safetensors)")
+    e.add_argument("--output", required=True, metavar="FOLDER",
+                   help="the folder to write; an earlier export there is replaced")
+    e.add_argument("--quantization",
+                   choices=("int8", "int8_float32", "int16", "float16", "bfloat16"),
+                   default=None, help="CTranslate2's weight type (default: float32; int8 and "
+                                      "int8_float32 run on any x86 CPU)")
+    return e
 
 class _Parser(argparse.ArgumentParser):
-    "Subcommand parsers: no abbreviated flags (`--max-step` is an error, not `--max-steps`)."
-    def __init__(self, *a, **kw): super().__init__(*a, allow_abbrev=False, **kw)
+    "A subcommand's parser: no abbreviated flags (`--max-step` is an error); `flags`: dest -> flag."
+    def __init__(self, *a, **kw):
+        self.flags = {}                                   # filled by `add_argument`, -h first
+        super().__init__(*a, allow_abbrev=False, **kw)
+
+    def add_argument(self, *a, **kw):
+        action = super().add_argument(*a, **kw)
+        if action.option_strings: self.flags.setdefault(action.dest, action.option_strings[0])
+        return action
+
+_ADD = (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average, _add_bench,
+        _add_variations, _add_export)
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `annotated-transformer` argument parser with every subcommand."
+    "The `annotated-transformer` parser; `.commands` holds each subcommand's parser by name."
     p = argparse.ArgumentParser(prog="annotated-transformer", allow_abbrev=False,
-        description="The Annotated Transformer: train, translate, evaluate and benchmark the paper's model.")
+        description="The Annotated Transformer: train, translate, evaluate and benchmark the "
+                    "paper's model.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average, _add_bench, _add_variations, _add_export): add(sub)
+    p.commands = {s.prog.split()[-1]: s for s in (add(sub) for add in _ADD)}
     return p
 
 # %% ../nbs/92_cli.ipynb #f8c42e1c
 def _check_usage(p: argparse.ArgumentParser, args):
     "Combinations of flags that make no sense: usage errors (exit status 2), before any work."
-    sub = lambda: p._subparsers._group_actions[0].choices[args.command]   # the subcommand's parser, for its usage line
+    # the subcommand's usage line, then the message
+    error = p.commands[args.command].error
     if args.command == "train":
-        if args.train and args.task == "copy": sub().error("--train is for translation; the copy task makes its own data")
-        if args.recipe_name and args.task == "copy": sub().error("--recipe is for translation; the copy task's model is --preset")
-        if args.train and not args.valid: sub().error("--train PREFIX needs --valid PREFIX (the validation files)")
-        if not args.train and (args.valid or args.test): sub().error("--valid and --test go with --train PREFIX (your corpus)")
-        if args.train and args.data_dir: sub().error("--data-dir is Multi30k's data root; with --train, give your files' prefixes")
+        if args.train and args.task == "copy":
+            error("--train is for translation; the copy task makes its own data")
+        if args.recipe_name and args.task == "copy":
+            error("--recipe is for translation; the copy task's model is --preset")
+        if args.preset and args.task != "copy":
+            error("--preset is the copy task's model; a translation run's recipe is --recipe")
+        if args.train and not args.valid:
+            error("--train PREFIX needs --valid PREFIX (the validation files)")
+        if not args.train and (args.valid or args.test):
+            error("--valid and --test go with --train PREFIX (your corpus)")
+        if args.train and args.data_dir:
+            error("--data-dir is Multi30k's data root; with --train, give your files' prefixes")
+        if args.resume and args.vocab not in (None, "bpe", "word"):
+            error("--vocab FILE is for a new run: a resumed run keeps its own")
     if args.command == "translate" and args.sentences and args.input is not None:
-        sub().error("give sentences as arguments or --input FILE, not both")
-    if args.command == "evaluate" and args.test and args.data_dir: sub().error("--test PREFIX and --data-dir are exclusive")
+        error("give sentences as arguments or --input FILE, not both")
+    if args.command == "evaluate" and args.test and args.data_dir:
+        error("--test PREFIX and --data-dir are exclusive")
 
 def _check_device(device: str|None): # the --device argument
     "Refuse a CUDA device this machine lacks with one line, not a traceback from deep inside torch."
     if not device or not device.startswith("cuda"): return
-    n, idx = (torch.cuda.device_count() if torch.cuda.is_available() else 0), torch.device(device).index
-    if n == 0: raise RuntimeError(f"--device {device}: CUDA is not available here (torch {torch.__version__}"
-                                  f"{' built without CUDA' if torch.version.cuda is None else ' sees no GPU'}); use --device cpu")
-    if idx is not None and idx >= n: raise RuntimeError(f"--device {device}: this machine has {n} CUDA device(s)")
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    idx = torch.device(device).index
+    if n == 0:
+        why = " built without CUDA" if torch.version.cuda is None else " sees no GPU"
+        raise RuntimeError(f"--device {device}: CUDA is not available here "
+                           f"(torch {torch.__version__}{why}); "
+                           f"use --device cpu")
+    if idx is not None and idx >= n:
+        raise RuntimeError(f"--device {device}: this machine has {n} CUDA device(s)")
 
 def _check_checkpoint_dir(args):
     "Refuse an unusable --checkpoint-dir before any work, not at the first save."
     d = getattr(args, "checkpoint_dir", None)
     if d is None: return
     d = Path(d)
-    if d.exists() and not d.is_dir(): raise NotADirectoryError(f"--checkpoint-dir {d} is a file, not a directory")
+    if d.exists() and not d.is_dir():
+        raise NotADirectoryError(f"--checkpoint-dir {d} is a file, not a directory")
     try: d.mkdir(parents=True, exist_ok=True)
-    except OSError as e: raise OSError(f"--checkpoint-dir {d} cannot be created: {e.strerror or e}") from None
+    except OSError as e:
+        raise OSError(f"--checkpoint-dir {d} cannot be created: {e.strerror or e}") from None
     if not os.access(d, os.W_OK): raise PermissionError(f"--checkpoint-dir {d} is not writable")
 
 # %% ../nbs/92_cli.ipynb #a7dc4f6d
-FIELD_FLAGS = {"recipe_name": "--recipe", "n_train": "--max-train-pairs", "world_size": "torchrun --nproc_per_node"}
+# fields a chapter names that `train` sets under another name, or not by a flag
+FIELD_FLAGS = {"n_train": "--max-train-pairs", "world_size": "torchrun --nproc_per_node"}
 
-def _flag_of(field: str) -> str|None:
-    "The command-line spelling of a recipe field or run setting; None for one without a flag."
-    if field in FIELD_FLAGS: return FIELD_FLAGS[field]
-    train = build_parser()._subparsers._group_actions[0].choices["train"]
-    return next((a.option_strings[0] for a in train._actions if a.dest == field and a.option_strings), None)
-
-def _in_flags(e: RecipeMismatch) -> ValueError:
+# flags: field -> the `train` flag setting it
+def _in_flags(e: RecipeMismatch, flags: dict) -> ValueError:
     "A chapter's `RecipeMismatch`, worded in flags."
-    return ValueError(f"--resume: {e.describe(_flag_of)} (a resumed run keeps its recipe: repeat the checkpoint's values "
-                      f"or drop those flags, or start a new run in another --checkpoint-dir)")
+    return ValueError(f"--resume: {e.describe({**flags, **FIELD_FLAGS}.get)} (a resumed run keeps "
+                      f"its recipe: repeat the checkpoint's values or drop those flags, or start a new "
+                      f"run in another --checkpoint-dir)")
 
-def _check_run_dir(d, resume: bool, vocab_file: bool=False) -> Path|None:
-    "`open_run_dir`'s checks, worded in flags: the checkpoint to resume from, or None."
-    existing = latest_checkpoint(d) if d is not None else None
-    if existing is not None and not resume:
-        raise ValueError(f"{d} already holds checkpoints of a run (latest {existing.name}); "
-                         f"pass --resume to continue it, or choose another --checkpoint-dir")
-    if resume and existing is None: raise FileNotFoundError(f"--resume: no checkpoint (step_*.pt) in {d}")
-    if existing is not None and vocab_file: raise ValueError(f"--vocab FILE: the run in {d} keeps its own vocabulary")
-    return existing
+def _open_run_dir(d, resume: bool, vocab_file=None) -> Path|None:
+    "The chapter's `open_run_dir` (the checkpoint to resume from, or None), its refusals in flags."
+    try: return open_run_dir(Path(d), resume, vocab_file)
+    except RunDirMismatch as e:
+        if e.problem == "empty":
+            raise FileNotFoundError(f"--resume: no checkpoint (step_*.pt) in {d}") from None
+        raise ValueError(f"--vocab FILE: the run in {d} keeps its own vocabulary" if e.problem == "vocab" else
+                         f"{d} already holds checkpoints of a run (latest {e.latest.name}); "
+                         f"pass --resume to continue it, or choose another --checkpoint-dir") from None
 
-def _recipe_name(args) -> str|None:
-    "--recipe, or its old spelling --preset (deprecated with Multi30k)."
-    if args.preset is None: return args.recipe_name
-    if args.recipe_name is not None: raise ValueError("--preset is the old spelling of --recipe: give only --recipe")
-    deprecated("annotated-transformer train", "--preset", "--recipe")
-    return args.preset
+
 
 # %% ../nbs/92_cli.ipynb #b8259c1d
 def train_command(args) -> int:
-    "`annotated-transformer train`: the copy task (chapter 12), or Multi30k or your files (chapter 16)."
+    "`annotated-transformer train`: the copy task (chapter 12), or Multi30k or your files (16)."
     return (train_copy_command if args.task == "copy" else train_multi30k_command)(args)
 
-def train_multi30k_command(args) -> int:
-    "`train --task multi30k` (or `--train PREFIX --valid PREFIX`): train, average, score; print the results."
-    name, vocab = _recipe_name(args), args.vocab                 # vocab: bpe, word, or a vocabulary file of an earlier run
-    vocab_file = vocab if vocab not in (None, "bpe", "word") else None
-    files = Corpus.files(args.train, args.valid, args.test or ()) if args.train else None
-    d = args.checkpoint_dir or _default_checkpoint_dir(args, name, files, exists=False)
-    _check_run_dir(d, args.resume, vocab_file is not None)
-    overrides = {k: getattr(args, k) for k in (*RECIPE_FLAGS, "beam_size") if getattr(args, k) is not None}
-    if vocab in ("bpe", "word"): overrides["vocab"] = vocab
-    try: res = train_multi30k(name, args.checkpoint_dir, args.data_dir, args.resume, args.max_steps, args.epochs,
-                              args.max_train_pairs, args.seed, args.device, args.precision, src=args.src, tgt=args.tgt,
-                              corpus=files, vocab_file=vocab_file, **overrides)
-    except RecipeMismatch as e: raise _in_flags(e) from None
-    if not res: return 0                                         # a non-main rank of a distributed run
-    if args.json: print(json.dumps(res, ensure_ascii=False)); return 0
-    print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epochs) of the {res['preset']} recipe in "
-          f"{res['train_time_s'] / 60:.1f} min on {res['hardware']}")
+def _print_multi30k(res: dict):
+    "What a Multi30k run prints at the end."
+    print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epochs) "
+          f"of the "
+          f"{res['recipe_name']} recipe in {res['train_time_s'] / 60:.1f} min on {res['hardware']}")
     print(f"loss per token {res['train_loss_start']:.2f} → {res['train_loss_end']:.2f}")
     for where in res.get("skipped_pairs", {}).values(): print(skipped_note(where))
     if "val_bleu_averaged" in res:
-        print(f"val BLEU of the average of {len(res['averaged'])} checkpoints {res['val_bleu_averaged']:.2f}, "
-              f"of the last checkpoint {res['val_bleu_last']:.2f}: keeping the {res['selected']} model")
+        print(f"val BLEU of the average of {len(res['averaged'])} checkpoints "
+              f"{res['val_bleu_averaged']:.2f}, of the last checkpoint {res['val_bleu_last']:.2f}: "
+              f"keeping the {res['selected']} model")
     print(f"model: {res['checkpoint']}\nhistory: {', '.join(res['history'])}")
-    print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['length_penalty']}:\n" + score_table(res["scores"]))
+    print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['length_penalty']}:\n"
+          + score_table(res["scores"]))
+
+# the `RunOptions` that `train` sets by a flag of the same name
+RUN_FLAGS = ("recipe_name", "checkpoint_dir", "data_dir", "resume", "max_steps", "epochs",
+             "max_train_pairs", "seed", "device", "precision", "src", "tgt")
+
+def train_multi30k_command(args) -> int:
+    "`train --task multi30k` (or `--train PREFIX --valid PREFIX`): train, average, score; print it."
+    vocab_file = args.vocab if args.vocab not in (None, "bpe", "word") else None  # a file
+    files = Corpus.files(args.train, args.valid, args.test or ()) if args.train else None
+    d = args.checkpoint_dir or _default_checkpoint_dir(args, args.recipe_name, files, exists=False)
+    # flag-worded refusals before any work
+    if d is not None: _open_run_dir(d, args.resume, vocab_file)
+    overrides = {k: getattr(args, k) for k in (*RECIPE_FLAGS, "beam_size")
+                 if getattr(args, k) is not None}
+    if args.vocab in ("bpe", "word"): overrides["vocab"] = args.vocab          # the kind to build
+    run = {k: getattr(args, k) for k in RUN_FLAGS}
+    options = RunOptions(**run, corpus=files, vocab_file=vocab_file)
+    try: res = train_multi30k(options, **overrides)
+    except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
+    if not res: return 0                                 # a non-main rank of a distributed run
+    if args.json: print(json.dumps(res, ensure_ascii=False))
+    else: _print_multi30k(res)
     return 0
 
 # %% ../nbs/92_cli.ipynb #28e964c7
+def _copy_result(s: dict, state, seconds: float, args, seed: int, ctx, averaged: list) -> dict:
+    "The copy task's result: the scores, the run's counts and settings, and its last checkpoint."
+    last = checkpoint_path(args.checkpoint_dir, state.step) if args.checkpoint_dir else None
+    return {"task": "copy", **s, "steps": state.step,
+            "epochs": state.epoch + (state.batch_in_epoch > 0),        # the last maybe partial
+            "tokens": state.tokens,
+            "train_loss": state.train_loss[-1][1] if state.train_loss else None,
+            "seconds": round(seconds, 2), "seed": seed, "precision": args.precision,
+            "world_size": ctx.world_size, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "checkpoint": str(last) if last else None, "averaged": averaged}
+
 def train_copy_command(args) -> int:
-    "`train --task copy`: train on the copy task and report how well 1,000 held-out sequences are copied."
+    "`train --task copy`: train on the copy task; how well 1,000 held-out sequences are copied."
     if args.resume and not args.checkpoint_dir: raise ValueError("--resume needs --checkpoint-dir")
-    if args.save_every and not args.checkpoint_dir: raise ValueError("--save-every needs --checkpoint-dir")
-    resume_from = _check_run_dir(args.checkpoint_dir, args.resume) if args.checkpoint_dir else None
-    saved = ((load_checkpoint(resume_from).get("extra") or {}).get("recipe") or {}) if resume_from else {}
-    seed = args.seed if args.seed is not None else saved.get("seed", 0)                  # unset: the run's, else 0
+    if args.save_every and not args.checkpoint_dir:
+        raise ValueError("--save-every needs --checkpoint-dir")
+    resume_from = _open_run_dir(args.checkpoint_dir, args.resume) if args.checkpoint_dir else None
+    extra = (load_checkpoint(resume_from).get("extra") or {}) if resume_from else {}
+    saved = extra.get("recipe") or {}
+    # unset: the run's, else 0
+    seed = args.seed if args.seed is not None else saved.get("seed", 0)
     accum_steps = args.accum_steps if args.accum_steps is not None else saved.get("accum_steps", 1)
-    max_steps = args.max_steps if args.max_steps is not None else (None if args.epochs else COPY_MAX_STEPS)
-    kw = {k: v for k, v in dict(preset=args.preset, batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
-                                lr_scale=args.lr_scale, label_smoothing=args.label_smoothing, clip_grad=args.clip_grad,
-                                n_train=args.max_train_pairs).items() if v is not None}
+    max_steps = (args.max_steps if args.max_steps is not None
+                 else None if args.epochs else COPY_MAX_STEPS)
+    kw = dict(preset=args.preset, batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
+              lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
+              clip_grad=args.clip_grad,
+              n_train=args.max_train_pairs)
     with distributed_session(args.device if args.device else "cpu") as ctx:
         t0 = time.perf_counter()
-        try: model, state, train, averaged = train_copy(max_steps=max_steps, seed=seed, device=ctx.device, epochs=args.epochs,
-                                              accum_steps=accum_steps, precision=args.precision,
-                                              checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
-                                              resume_from=resume_from, progress=True, **kw)
-        except RecipeMismatch as e: raise _in_flags(e) from None
+        try: model, state, train, averaged = train_copy(
+                max_steps=max_steps, seed=seed, device=ctx.device, epochs=args.epochs,
+                accum_steps=accum_steps, precision=args.precision,
+                checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
+                resume_from=resume_from, progress=True,
+                **{k: v for k, v in kw.items() if v is not None})
+        except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
         seconds = time.perf_counter() - t0
         s = copy_scores(model, train, seed)
         if not ctx.is_main: return 0
-        last = checkpoint_path(args.checkpoint_dir, state.step) if args.checkpoint_dir else None
-        result = {"task": "copy", **s, "steps": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0),  # the last maybe partial
-                  "tokens": state.tokens, "train_loss": state.train_loss[-1][1] if state.train_loss else None,
-                  "seconds": round(seconds, 2), "seed": seed, "precision": args.precision, "world_size": ctx.world_size,
-                  "cpu_capability": torch.backends.cpu.get_cpu_capability(), "checkpoint": str(last) if last else None,
-                  "averaged": averaged}
-        if args.json: print(json.dumps(result))
-        else: print(f"copy task: exact match {s['correct']}/{s['total']} = {s['exact_match']:.1%} on held-out sequences, "
-                    f"smallest margin {s['min_margin']:.2f} nats, after {state.step} updates ({seconds:.0f} s)"
-                    + (f"; the model is the mean of the weights after updates {', '.join(map(str, averaged))} (§6.1)"
-                       if len(averaged) > 1 else ""))
+        if args.json: print(json.dumps(_copy_result(s, state, seconds, args, seed, ctx, averaged)))
+        else:
+            mean = (f"; the model is the mean of the weights after updates "
+                    f"{', '.join(map(str, averaged))} (§6.1)" if len(averaged) > 1 else "")
+            print(f"copy task: exact match {s['correct']}/{s['total']} = {s['exact_match']:.1%} on "
+                  f"held-out sequences, smallest margin {s['min_margin']:.2f} nats, after "
+                  f"{state.step} updates ({seconds:.0f} s)" + mean)
     return 0
 
 # %% ../nbs/92_cli.ipynb #dcfc9c58
+def _decode_line(raw: bytes, i: int) -> str:
+    "Line `i` of stdin, strictly UTF-8, naming the line and column of a bad byte."
+    try: return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"stdin line {i}: bytes that are not UTF-8 "
+                         f"({e.reason} at column {e.start + 1})") from None
+
 def _read_stdin_lines(stream=None) -> list[str]:
     "All lines of stdin, strictly UTF-8, naming the line of a bad byte."
     data = (stream or sys.stdin.buffer).read()
-    out = []
-    for i, raw in enumerate(data.split(b"\n"), 1):
-        try: out.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as e:
-            raise ValueError(f"stdin line {i}: bytes that are not UTF-8 ({e.reason} at column {e.start + 1})") from None
+    out = [_decode_line(raw, i) for i, raw in enumerate(data.split(b"\n"), 1)]
     if out and out[-1] == "" and data.endswith(b"\n") or data == b"": out.pop()
     return out
 
@@ -408,29 +533,34 @@ def _lines_in(args) -> list[str]:
     return _read_stdin_lines()
 
 def _writer(path):  # --output: a file (UTF-8, \n line ends), or stdout for None and "-"
-    return contextlib.nullcontext(sys.stdout) if path in (None, "-") else open(path, "w", encoding="utf-8", newline="\n")
+    if path in (None, "-"): return contextlib.nullcontext(sys.stdout)
+    return open(path, "w", encoding="utf-8", newline="\n")
 
 def _open(args):
-    "The model, codec and description that --checkpoint / --model / --src / --tgt / --device ask for."
-    return open_translator(args.checkpoint, args.model, default_device(args.device), args.src, args.tgt)
+    "The model, codec and description that --checkpoint/--model/--src/--tgt/--device ask for."
+    device = default_device(args.device)
+    return open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
 
 # %% ../nbs/92_cli.ipynb #8ff2d0ff
 def translate_command(args) -> int:
-    "`annotated-transformer translate`: one translation per input line (arguments, --input or stdin) to stdout or --output; or an n-best list."
+    "`annotated-transformer translate`: a translation (or n-best list) per input line, to stdout/FILE."
     model, codec, _ = _open(args)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    kw = dict(beam_size=args.beam_size, length_penalty=args.length_penalty, batch_size=args.batch_size, warn=warn)
-    if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():   # interactive
+    kw = dict(beam_size=args.beam_size, length_penalty=args.length_penalty,
+              batch_size=args.batch_size, warn=warn)
+    # interactive
+    if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():
         with _writer(args.output) as out:
             for i, raw in enumerate(sys.stdin.buffer, 1):
-                try: line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e: raise ValueError(f"stdin line {i}: bytes that are not UTF-8 ({e.reason})") from None
+                line = _decode_line(raw, i)
                 print(translate(model, codec, [line], **kw)[0], file=out, flush=True)
         return 0
     lines = _lines_in(args)
     if args.n_best:
-        lists = translate_nbest(model, codec, lines, args.n_best, args.beam_size, args.length_penalty, warn=warn, progress=len(lines) > 1)
-        rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1) for r, (sc, t) in enumerate(hyps, 1)]
+        lists = translate_nbest(model, codec, lines, args.n_best, args.beam_size,
+                                args.length_penalty, warn=warn, progress=len(lines) > 1)
+        rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1)
+                for r, (sc, t) in enumerate(hyps, 1)]
     else: rows = translate(model, codec, lines, progress=len(lines) > 1, **kw)
     with _writer(args.output) as out:
         for row in rows: print(row, file=out)
@@ -439,67 +569,85 @@ def translate_command(args) -> int:
 def average_command(args) -> int:
     "`annotated-transformer average`: write the parameter average of checkpoints (§6.1)."
     avg = average_checkpoints(args.checkpoints)
-    out = save_checkpoint(args.output, model_from_checkpoint(avg), train_state=avg["train_state"], extra=avg["extra"])
+    out = save_checkpoint(args.output, model_from_checkpoint(avg), train_state=avg["train_state"],
+                          extra=avg["extra"])
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
     return 0
 
 # %% ../nbs/92_cli.ipynb #dfe45c04
 def _splits(args, corpus: Corpus) -> list[str]:
-    "--split, else every test set of the corpus; Multi30k with none there: test_2016_flickr (whose error names its files); files with none: val."
+    "--split, else the corpus's test sets; none: test_2016_flickr (Multi30k), val (your files)."
     if args.split: return args.split.split(",")
     if corpus.kind == "files": return corpus.test_splits() or ["val"]
     return corpus.test_splits() or [default_test_split(resolve_data_dir(corpus.data_dir)[0])]
 
 def _write_hypotheses(path, rows) -> list[str]: # --output FILE; `score_sets` rows
-    "The detokenized hypotheses, one per line: FILE for one set, FILE's stem + .SET + suffix for each of several."
+    "The hypotheses, one per line: in FILE for one set, FILE's stem.SET.suffix for each of several."
     if path is None: return []
     p, out = Path(path), []
     for r in rows:
         q = p if len(rows) == 1 else p.with_name(f"{p.stem}.{r['set'].replace('/', '_')}{p.suffix}")
-        q.write_text("".join(h + "\n" for h in r["hypotheses"]), encoding="utf-8"); out.append(str(q))
+        q.write_text("".join(h + "\n" for h in r["hypotheses"]), encoding="utf-8")
+        out.append(str(q))
     return out
 
 def eval_corpus(args, info: dict) -> Corpus: # info: from `open_translator`
-    "What `evaluate` scores: --test files, else --data-dir, else the data the run recorded, else $ANNOTATED_TRANSFORMER_DATA or the cache."
+    "What `evaluate` scores: --test, else --data-dir, else the run's recorded data, else the default."
     if args.test: return Corpus("files", test=tuple(str(Path(p).absolute()) for p in args.test))
     if args.data_dir or "data" not in info: return Corpus(data_dir=args.data_dir)
     c = Corpus.from_dict(info["data"])
     if c.kind == "multi30k" and not Path(c.data_dir).is_dir():
-        raise FileNotFoundError(f"{info['checkpoint']}: the run's data root {c.data_dir} (recorded in the checkpoint) is gone; "
-                                f"pass --data-dir (or --test PREFIX)")
+        raise FileNotFoundError(f"{info['checkpoint']}: the run's data root {c.data_dir} "
+                                f"(recorded in the "
+                                f"checkpoint) is gone; pass --data-dir (or --test PREFIX)")
     return c
 
 # %% ../nbs/92_cli.ipynb #8c663494
 def evaluate_command(args) -> int:
-    "`annotated-transformer evaluate`: sacreBLEU and chrF on every test set of the data (or the --split ones); --output writes the hypotheses."
-    if args.data_dir and not args.test: ensure_splits(_splits(args, Corpus(data_dir=args.data_dir)), args.data_dir)   # data errors first
+    "`annotated-transformer evaluate`: sacreBLEU and chrF on each test set (or --split); --output."
+    if args.data_dir and not args.test:                                         # data errors first
+        ensure_splits(_splits(args, Corpus(data_dir=args.data_dir)), args.data_dir)
     model, codec, info = _open(args)
     corpus = eval_corpus(args, info)
     splits = _splits(args, corpus)
     corpus.check(splits, info["src"], info["tgt"])
     sets = {s: corpus.pairs(s, info["src"], info["tgt"], args.max_sentences) for s in splits}
-    rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size, progress=True)
+    rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size,
+                      progress=True)
     written = _write_hypotheses(args.output, rows)
-    rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items() if k != "hypotheses"} for r in rows]
-    res = {**info, "beam_size": args.beam_size, "length_penalty": args.length_penalty, "sets": rows, "hypotheses": written}
-    if len(rows) == 1:                                     # one set: its numbers at the top level too
-        r = rows[0]; res.update(split=r["set"], bleu=r["bleu"], chrf=r["chrf"], signature=r["bleu_signature"], sentences=r["sentences"])
+    rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items()
+             if k != "hypotheses"}
+            for r in rows]
+    res = {**info, "beam_size": args.beam_size, "length_penalty": args.length_penalty, "sets": rows,
+           "hypotheses": written}
+    # one set: its numbers at the top level too
+    if len(rows) == 1:
+        r = rows[0]
+        res.update(split=r["set"], bleu=r["bleu"], chrf=r["chrf"], signature=r["bleu_signature"],
+                   sentences=r["sentences"])
     if args.json: print(json.dumps(res, ensure_ascii=False))
-    else: print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), beam {args.beam_size}, "
-                f"α {args.length_penalty}:\n" + score_table(rows) + "".join(f"\nhypotheses: {p}" for p in written))
+    else:
+        print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), "
+              f"beam {args.beam_size}, α {args.length_penalty}:\n" + score_table(rows)
+              + "".join(f"\nhypotheses: {p}" for p in written))
     return 0
 
 # %% ../nbs/92_cli.ipynb #f03ae4c2
 def attention_command(args) -> int:
-    "`annotated-transformer attention`: one sentence's attention maps (cross by default) as image files (chapter 18)."
+    "`annotated-transformer attention`: one sentence's attention maps as image files (chapter 18)."
     kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
     bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds: raise ValueError(f"--kind {args.kind}: choose from {', '.join(KINDS)} (comma-separated)")
+    if bad or not kinds:
+        raise ValueError(f"--kind {args.kind}: choose from {', '.join(KINDS)} (comma-separated)")
     model, codec, _ = _open(args)
-    try: drawn = save_attention_maps(model, codec, args.sentence, args.output, kinds, args.layer, args.head)
-    except ValueError as e: raise ValueError(f"--{str(e).replace('=', ' ', 1)}") from None   # layer=9: … → --layer 9: …
+    try:
+        drawn = save_attention_maps(model, codec, args.sentence, args.output, kinds, args.layer,
+                                    args.head)
+    # layer=9 → --layer 9
+    except ValueError as e: raise ValueError(f"--{str(e).replace('=', ' ', 1)}") from None
     for what, path in drawn: print(f"{what}: {path}")
-    print(f"translation (greedy, as mapped): {translate(model, codec, [args.sentence], beam_size=1)[0]}")
+    greedy = translate(model, codec, [args.sentence], beam_size=1)[0]
+    print(f"translation (greedy, as mapped): {greedy}")
     return 0
 
 def parse_base(spec: str) -> dict:
@@ -507,168 +655,210 @@ def parse_base(spec: str) -> dict:
     out = dict(BASE)
     for item in spec.split(","):
         k, sep, v = item.partition("=")
-        if not sep or k.strip() not in BASE: raise ValueError(f"--base {spec}: {item!r} is not FIELD=INTEGER with FIELD one of {', '.join(sorted(BASE))}")
+        if not sep or k.strip() not in BASE:
+            raise ValueError(f"--base {spec}: {item!r} is not FIELD=INTEGER with FIELD one of "
+                             f"{', '.join(sorted(BASE))}")
         try: out[k.strip()] = int(v)
         except ValueError: raise ValueError(f"--base {spec}: {v!r} is not an integer") from None
     return out
 
 def variations_command(args) -> int:
-    "`annotated-transformer variations`: run the asked-for Table 3 variants not yet in the results file; print the table or JSON."
+    "`annotated-transformer variations`: run the Table 3 variants not in the results file yet."
     try: seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None
-    except ValueError: raise ValueError(f"--seeds {args.seeds}: expected comma-separated integers, e.g. 0,1,2") from None
-    records = run_variations(args.rows, args.results, seeds, args.rerun, args.steps or STEPS, parse_base(args.base) if args.base else BASE,
+    except ValueError:
+        raise ValueError(f"--seeds {args.seeds}: "
+                         f"expected comma-separated integers, e.g. 0,1,2") from None
+    base = parse_base(args.base) if args.base else BASE
+    records = run_variations(args.rows, args.results, seeds, args.rerun, args.steps or STEPS, base,
                              args.data_dir, args.max_train_pairs, args.max_eval_sentences)
     if args.json: print(json.dumps(records, indent=1, ensure_ascii=False))
     elif any(r["name"] == "base" for r in records): print(variations_table(records))
-    else: print("\n".join(f"{r['name']} seed {r['seed']}: dev BLEU {r['dev_bleu']}, dev PPL {r['dev_ppl']}" for r in records))
+    else:
+        print("\n".join(f"{r['name']} seed {r['seed']}: dev BLEU {r['dev_bleu']}, "
+                        f"dev PPL {r['dev_ppl']}"
+                          for r in records))
     return 0
 
 # %% ../nbs/92_cli.ipynb #633e3743
 def bench_command(args) -> int:
-    "`annotated-transformer bench [--quick] [--json] [--device D]`: run the benchmarks; print the ratios, or one JSON object."
+    "`annotated-transformer bench [--quick] [--json] [--device D]`: the benchmarks' ratios or JSON."
     if args.translate: return bench_translate_command(args)
-    res = run_benchmarks(quick=args.quick, device=args.device, log=lambda m: print(m, file=sys.stderr, flush=True))
+    log = lambda m: print(m, file=sys.stderr, flush=True)
+    res = run_benchmarks(quick=args.quick, device=args.device, log=log)
     print(json.dumps(res) if args.json else format_report(res))
     return 0
 
 def export_command(args) -> int:
-    "`annotated-transformer export`: a checkpoint or model → a model folder (`--format safetensors`) or a CTranslate2 folder."
-    fmt, quant, source = args.format, getattr(args, "quantization", None), args.checkpoint or getattr(args, "model", None)
+    "`annotated-transformer export`: a checkpoint or model → a model folder or CTranslate2 folder."
+    fmt, quant = args.format, getattr(args, "quantization", None)
+    source = args.checkpoint or getattr(args, "model", None)
     if source is None: raise ValueError("give --checkpoint FILE or --model NAME|FOLDER to export")
     if fmt == "safetensors":
         if args.checkpoint is None:
-            raise ValueError("--format safetensors exports a training checkpoint: give --checkpoint FILE (a --model is one already)")
+            raise ValueError("--format safetensors exports a training checkpoint: "
+                             "give --checkpoint FILE "
+                             "(a --model is one already)")
         if quant: raise ValueError(f"--quantization {quant} applies to --format ctranslate2 only")
         out = export_model(args.checkpoint, args.output)
     elif fmt == "ctranslate2":
         try: out = export_ctranslate2(source, args.output, quant)
-        except ImportError as e: raise RuntimeError(str(e)) from None    # the command line reports it as an error
+        # the command line reports it as an error
+        except ImportError as e: raise RuntimeError(str(e)) from None
     else: raise ValueError(f"--format {fmt!r}: expected safetensors or ctranslate2")
     print(f"wrote {out}")
     return 0
 
 # %% ../nbs/92_cli.ipynb #4d771783
 def bench_translate_command(args) -> int:
-    "`bench --translate`: ours against CTranslate2 on the same weights (chapter 34's `bench_translation`); the table, or JSON."
-    cmd = shlex.join(["annotated-transformer", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else None
-    res = bench_translation(model=args.model, n_sentences=args.n_sentences, beam_size=args.beam_size, length_penalty=args.length_penalty,
-                            batch_size=args.batch_size, threads=args.threads, repeats=args.repeats,
-                            latency_sentences=args.latency_sentences, lever_sentences=args.lever_sentences,
-                            data_dir=args.data_dir, command=cmd)
+    "`bench --translate`: ours against CTranslate2 on the same weights (chapter 34); table or JSON."
+    in_shell = sys.argv[1:2] == ["bench"]
+    cmd = shlex.join(["annotated-transformer", *sys.argv[1:]]) if in_shell else None
+    names = ("model", "n_sentences", "beam_size", "length_penalty", "batch_size", "threads",
+             "repeats",
+             "latency_sentences", "lever_sentences", "data_dir")
+    res = bench_translation(**{k: getattr(args, k) for k in names}, command=cmd)
     if args.output:
         tmp = Path(args.output).with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"); os.replace(tmp, args.output)
+        tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, args.output)
     print(json.dumps(res) if args.json else bench_table(res))
     return 0
 
 # %% ../nbs/92_cli.ipynb #390ce819
 def _rank() -> int:
-    "This process's rank under torchrun, from `RANK` (the process group is gone by the time an error reaches `main`)."
+    "This process's rank under torchrun, from `RANK` (the process group is gone by `main`'s except)."
     try: return int(os.environ.get("RANK", "0"))
     except ValueError: return 0
 
-def _program(argv_given: bool) -> list[str]: # True: `main(argv)` was called from Python, not from a shell
-    "How this process was started, as words a shell can repeat: the console script, `python -m`, or torchrun."
-    def short(name, path):                   # the bare name where the shell finds this very file under it
+# True: `main(argv)` was called from Python, not from a shell
+def _program(argv_given: bool) -> list[str]:
+    "How this process was started, as words a shell can repeat: console script, `python -m`, torchrun."
+    # the bare name where the shell finds this very file under it
+    def short(name, path):
         found = shutil.which(name)
         return name if found and os.path.abspath(found) == os.path.abspath(path) else str(path)
     bindir = Path(sys.executable).parent
     argv0 = "" if argv_given or not sys.argv else sys.argv[0]
     script = argv0 if os.path.basename(argv0) == "annotated-transformer" else None
-    if "LOCAL_WORLD_SIZE" in os.environ and "TORCHELASTIC_RUN_ID" in os.environ:   # a worker started by torchrun
+    module = [short("python", sys.executable), "-m", "annotated_transformer"]
+    # a worker of torchrun
+    if "LOCAL_WORLD_SIZE" in os.environ and "TORCHELASTIC_RUN_ID" in os.environ:
         run = [short("torchrun", bindir / "torchrun")]
         run += (["--standalone", f"--nproc_per_node={os.environ['LOCAL_WORLD_SIZE']}"]
                 if os.environ.get("GROUP_WORLD_SIZE", "1") == "1" else ["<your torchrun options>"])
-        return run + ([script] if script else ["-m", "annotated_transformer"])
-    if argv0.endswith("__main__.py"): return [short("python", sys.executable), "-m", "annotated_transformer"]
-    if script or (bindir / "annotated-transformer").exists(): return [short("annotated-transformer", script or bindir / "annotated-transformer")]
-    return [short("python", sys.executable), "-m", "annotated_transformer"]
+        return run + ([script] if script else module[1:])
+    if argv0.endswith("__main__.py"): return module
+    if script or (bindir / "annotated-transformer").exists():
+        return [short("annotated-transformer", script or bindir / "annotated-transformer")]
+    return module
 
 def _resume_command(argv: list[str],         # the arguments after the program name
                     argv_given: bool,         # see `_program`
-                    checkpoint_dir=None,      # the run's directory, added when the command line lacks it
+                    checkpoint_dir=None,      # the run's directory, added where the command lacks it
                    ) -> str:
-    "The command that continues this run: the same one, plus `--resume` (and `--checkpoint-dir` if it was a default)."
+    "The command that continues this run: the same one plus `--resume` (and a default --checkpoint-dir)."
     words = [*_program(argv_given), *argv]
     if "--resume" not in argv: words.append("--resume")
-    if checkpoint_dir is not None and not any(a == "--checkpoint-dir" or a.startswith("--checkpoint-dir=") for a in argv):
+    if checkpoint_dir is not None and not any(a.split("=")[0] == "--checkpoint-dir" for a in argv):
         words += ["--checkpoint-dir", str(checkpoint_dir)]
     return shlex.join(words)
 
 # %% ../nbs/92_cli.ipynb #8d01ae92
-def _default_checkpoint_dir(args, recipe_name=None, files=None, # the run's recipe (None: --recipe, else fitted to the device) and files
-                            exists: bool=True,                  # only a directory that exists (what an interrupted run left)
+def _default_checkpoint_dir(args,
+                            recipe_name=None,   # the run's recipe (None: --recipe, else the device's)
+                            files=None,         # the run's files (None: --train/--valid, if given)
+                            exists: bool=True,  # only a directory that exists (an interrupted run's)
                            ) -> Path|None:
-    "Where Multi30k `train` keeps checkpoints when --checkpoint-dir is not given (checkpoints/multi30k-RECIPE)."
+    "Where Multi30k `train` keeps checkpoints without --checkpoint-dir (checkpoints/multi30k-RECIPE)."
     if args.checkpoint_dir or args.task != "multi30k": return None
     try:
-        files = files or (Corpus.files(args.train, args.valid or args.train) if args.train else None)
-        name = recipe_name or args.recipe_name or args.preset or default_recipe_name(default_device(args.device))
-        d = default_checkpoint_dir(name, args.src, args.tgt, files)     # the run's own rule (`default_direction`)
+        if not files and args.train: files = Corpus.files(args.train, args.valid or args.train)
+        name = recipe_name or args.recipe_name or default_recipe_name(default_device(args.device))
+        d = default_checkpoint_dir(name, args.src, args.tgt, files)     # the chapter's own rule
     except Exception: return None
     return d if d.is_dir() or not exists else None
 
+def _stop_message(args, e: KeyboardInterrupt, head: str) -> tuple[str, Path|None, bool]:
+    "The message after a stopped `train`, the run's directory, and whether there is one to resume."
+    ckpt, step = getattr(e, "checkpoint", None), getattr(e, "step", None)
+    forced = getattr(e, "forced", True)
+    d = (Path(args.checkpoint_dir) if args.checkpoint_dir else ckpt.parent if ckpt is not None
+         else _default_checkpoint_dir(args))
+    if d is not None and (ckpt is None or forced): ckpt = latest_checkpoint(d)
+    if ckpt is not None and not forced:
+        return f"{head} after update {step}; saved checkpoint {ckpt}", d, True
+    if ckpt is not None:
+        again = " again before the save finished" if hasattr(e, "forced") else ""
+        return (f"{head}{again}; the last complete checkpoint is {ckpt} "
+                f"(update {int(ckpt.stem[5:])})"), d, True
+    if d is not None:
+        return (f"{head}; no checkpoint was saved in {d} yet: "
+                f"run the same command again to start over"), d, False
+    return (f"{head}{f' after update {step}' if step is not None else ''}; nothing was saved "
+            f"(no --checkpoint-dir). To make a run resumable, start it with --checkpoint-dir DIR: "
+            f"a stopped run then saves its last update, "
+            f"and the same command plus --resume continues it"), d, False
+
 def _interrupted(args, e: KeyboardInterrupt, argv: list[str], argv_given: bool) -> int:
-    "After SIGINT/SIGTERM: one message from rank 0 naming the signal, what was saved and the command that continues; 128 + signal."
+    "After SIGINT/SIGTERM: one message from rank 0: the signal, what was saved, how to continue."
     signum = int(getattr(e, "signum", signal.SIGINT))
     head = f"annotated-transformer {args.command}: stopped by {signal.Signals(signum).name}"
     if _rank() != 0: return 128 + signum
-    if args.command != "train": print(head, file=sys.stderr); return 128 + signum
-    ckpt, step, forced = getattr(e, "checkpoint", None), getattr(e, "step", None), getattr(e, "forced", True)
-    d = Path(args.checkpoint_dir) if args.checkpoint_dir else ckpt.parent if ckpt is not None else _default_checkpoint_dir(args)
-    if d is not None and (ckpt is None or forced): ckpt = latest_checkpoint(d)
-    if ckpt is not None and not forced: msg = f"{head} after update {step}; saved checkpoint {ckpt}"
-    elif ckpt is not None:
-        msg = (f"{head}{' again before the save finished' if hasattr(e, 'forced') else ''}; "
-               f"the last complete checkpoint is {ckpt} (update {int(ckpt.stem[5:])})")
-    elif d is not None:
-        print(f"{head}; no checkpoint was saved in {d} yet: run the same command again to start over", file=sys.stderr)
+    if args.command != "train":
+        print(head, file=sys.stderr)
         return 128 + signum
-    else:
-        print(f"{head}{f' after update {step}' if step is not None else ''}; nothing was saved (no --checkpoint-dir). "
-              f"To make a run resumable, start it with --checkpoint-dir DIR: a stopped run then saves its last update, "
-              f"and the same command plus --resume continues it", file=sys.stderr)
-        return 128 + signum
-    print(f"{msg}. Continue with:\n  {_resume_command(argv, argv_given, d if not args.checkpoint_dir else None)}", file=sys.stderr)
+    msg, d, resumable = _stop_message(args, e, head)
+    if resumable:
+        again = _resume_command(argv, argv_given, d if not args.checkpoint_dir else None)
+        msg += f". Continue with:\n  {again}"
+    print(msg, file=sys.stderr)
     return 128 + signum
 
 # %% ../nbs/92_cli.ipynb #1040f0bb
 class _Stopped(KeyboardInterrupt):
-    "SIGINT/SIGTERM outside `fit` (which handles them itself): stop the way Ctrl-C stops, knowing the signal."
-    def __init__(self, signum): super().__init__(f"signal {signum}"); self.signum = signum
+    "SIGINT/SIGTERM outside `fit` (which handles them itself): stop as Ctrl-C stops, knowing the signal."
+    def __init__(self, signum):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
 
 @contextlib.contextmanager
 def _signals_stop():
-    "While `main` runs (main thread; signals at their defaults): SIGINT/SIGTERM raise `_Stopped`, once: not while stopping."
+    "While `main` runs (main thread, default handlers): SIGINT/SIGTERM raise `_Stopped`, once."
     def stop(signum, frame):
-        if isinstance(sys.exc_info()[1], KeyboardInterrupt): return   # stopping already (torchrun's SIGTERM after Ctrl-C)
+        # stopping already (torchrun's SIGTERM)
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt): return
         raise _Stopped(signum)
     prev = {}
     if threading.current_thread() is threading.main_thread():
-        for s, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        defaults = ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL))
+        for s, default in defaults:
             if signal.getsignal(s) is default: prev[s] = signal.signal(s, stop)
     try: yield
     finally:
         for s, h in prev.items(): signal.signal(s, h)
 
 # %% ../nbs/92_cli.ipynb #eb7e37cc
-COMMANDS = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command, "attention": attention_command,
-            "average": average_command, "bench": bench_command, "variations": variations_command, "export": export_command}
+COMMANDS = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command,
+            "attention": attention_command, "average": average_command, "bench": bench_command,
+            "variations": variations_command, "export": export_command}
 
 def main(argv: list[str]|None=None) -> int:
-    "Entry point: parse `argv` (default `sys.argv[1:]`), run the chosen subcommand, return its exit status."
+    "Entry point: parse `argv` (default `sys.argv[1:]`), run its subcommand, return its exit status."
     p = build_parser()
     argv_given, argv = argv is not None, list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
     if args.command is None:
-        p.print_help(); return 0
+        p.print_help()
+        return 0
     _check_usage(p, args)
     with _signals_stop():
         try:
             _check_device(getattr(args, "device", None))
             _check_checkpoint_dir(args)
             return COMMANDS[args.command](args) or 0
-        except KeyboardInterrupt as e: return _interrupted(args, e, argv, argv_given)   # a second signal is ignored here
+        # a 2nd signal: ignored
+        except KeyboardInterrupt as e: return _interrupted(args, e, argv, argv_given)
         except (ValueError, TypeError, OSError, RuntimeError) as e:
-            if _rank() == 0: print(f"annotated-transformer {args.command}: error: {e}", file=sys.stderr)  # once, not per rank
+            if _rank() == 0:
+                print(f"annotated-transformer {args.command}: error: {e}", file=sys.stderr)  # once
             return 1

@@ -14,21 +14,22 @@ from .model import Transformer, create_transformer, greedy_decode
 from .batching import collate_batch, token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
-from .training import TrainState, fit, planned_updates
-from .checkpoints import load_checkpoint, check_config, checkpoint_path, average_weights
+from .training import TrainState, FitOptions, fit, planned_updates
+from .checkpoints import (load_checkpoint, check_config, checkpoint_path,
+                                               average_weights, RecipeMismatch)
 from .runtime import seed_everything, dist_rank_world
 
 # %% auto #0
 __all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'COPY_AVERAGE', 'COPY_AVERAGE_EVERY',
            'COPY_CHECK_PAIRS', 'copy_sequence', 'copy_pairs', 'held_out_pairs', 'exact_match', 'copy_margin',
-           'RecipeMismatch', 'check_copy_recipe', 'averaged_steps', 'WeightSnapshots', 'CopyRun', 'train_copy',
-           'copy_scores']
+           'check_copy_recipe', 'averaged_steps', 'WeightSnapshots', 'CopyRun', 'train_copy', 'copy_scores']
 
 # %% ../nbs/12_copy_task.ipynb #c0b76b8f
 COPY_VOCAB_SIZE = 14          # 4 special tokens + 10 symbols
 COPY_MIN_LEN, COPY_MAX_LEN = 3, 10
 
-def copy_sequence(symbols: torch.Tensor) -> torch.Tensor: # (len,) ids in [4, V) -> (len + 2,) `<s> symbols </s>`
+def copy_sequence(symbols: torch.Tensor, # (len,) ids in [4, V)
+                 ) -> torch.Tensor:     # (len + 2,) `<s> symbols </s>`
     "Wrap symbols in BOS ... EOS."
     return torch.cat([torch.tensor([BOS_IDX]), symbols, torch.tensor([EOS_IDX])])
 
@@ -37,12 +38,14 @@ def copy_pairs(n: int,                      # number of (src, tgt) pairs
                vocab_size: int=COPY_VOCAB_SIZE,
                min_len: int=COPY_MIN_LEN,   # shortest sequence (symbols, without BOS/EOS)
                max_len: int=COPY_MAX_LEN,   # longest sequence
-               exclude: set|None=None,      # symbol tuples not to generate (held-out data avoids the training set)
+               exclude: set|None=None,      # symbol tuples not to generate (held out: the training set)
               ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     "Random copy-task pairs (src = tgt = `<s> x1 ... xn </s>`), reproducible from `seed`."
     if n < 1: raise ValueError(f"n={n} must be at least 1")
-    if not 1 <= min_len <= max_len: raise ValueError(f"need 1 <= min_len={min_len} <= max_len={max_len}")
-    if vocab_size <= UNK_IDX + 1: raise ValueError(f"vocab_size={vocab_size} leaves no symbols after the 4 special tokens")
+    if not 1 <= min_len <= max_len:
+        raise ValueError(f"need 1 <= min_len={min_len} <= max_len={max_len}")
+    if vocab_size <= UNK_IDX + 1:
+        raise ValueError(f"vocab_size={vocab_size} leaves no symbols after the 4 special tokens")
     g = torch.Generator().manual_seed(seed)
     out = []
     while len(out) < n:
@@ -65,7 +68,8 @@ def exact_match(model: Transformer,        # a trained copy model
                 batch_size: int=256,       # sequences decoded together
                ) -> tuple[int, int]:       # (copied exactly, total)
     "Greedy-decode every source and count outputs equal to the target (through EOS)."
-    was_training = model.training; model.eval()
+    was_training = model.training
+    model.eval()
     device = next(model.parameters()).device
     ok = 0
     for i in range(0, len(pairs), batch_size):
@@ -84,56 +88,42 @@ def copy_margin(model: Transformer,        # a copy model
                 pairs: list,               # (src, tgt) pairs
                 batch_size: int=500,       # sequences scored together
                ) -> torch.Tensor:          # (n_pairs,) float32, nats
-    "Per pair, the smallest gap log p(right token) − max log p(wrong token) over its target positions (teacher forced)."
-    was_training = model.training; model.eval()
+    "Per pair, the least log p(right token) − max log p(wrong token) over its positions (teacher forced)."
+    was_training = model.training
+    model.eval()
     device = next(model.parameters()).device
     out = []
     for i in range(0, len(pairs), batch_size):
         b = collate_batch(pairs[i:i + batch_size]).to(device)
-        logits = model.generator.proj(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)).float() # (batch, tgt_len, V)
-        right = logits.gather(-1, b.tgt_out[..., None])[..., 0]                                # (batch, tgt_len)
-        wrong = logits.scatter(-1, b.tgt_out[..., None], float("-inf")).amax(-1)               # (batch, tgt_len)
-        gap = (right - wrong).masked_fill(b.tgt_out == b.pad_idx, float("inf"))               # padding never decides
-        out.append(gap.amin(-1).cpu())                                                        # (batch,)
+        h = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)                   # (batch, tgt_len, d_model)
+        logits = model.generator.logits(h).float()                             # (batch, tgt_len, V)
+        right = logits.gather(-1, b.tgt_out[..., None])[..., 0]              # (batch, tgt_len)
+        wrong = logits.scatter(-1, b.tgt_out[..., None], float("-inf")).amax(-1)   # (batch, tgt_len)
+        gap = (right - wrong).masked_fill(b.tgt_out == b.pad_idx, float("inf"))   # padding never decides
+        out.append(gap.amin(-1).cpu())                                       # (batch,)
     model.train(was_training)
     return torch.cat(out)
 
 # %% ../nbs/12_copy_task.ipynb #a7d5e3c2
-COPY_MAX_STEPS = 2000          # the recipe's updates (`train_copy`'s default)
-COPY_AVERAGE = 5              # §6.1: the recipe's model is the mean of 5 of the weights after ...
-COPY_AVERAGE_EVERY = 100      # ... every 100th update of the last 1,000 (the last 5 that pass the check below)
-COPY_CHECK_PAIRS = 500        # the check: a snapshot must copy this many of its own training pairs exactly
+COPY_MAX_STEPS = 2000     # the recipe's updates (`train_copy`'s default)
+COPY_AVERAGE = 5          # §6.1: the recipe's model is the mean of 5 of the weights after ...
+COPY_AVERAGE_EVERY = 100  # ... every 100th update of the last 1,000 (the last 5 that pass the check)
+COPY_CHECK_PAIRS = 500    # the check: a snapshot copies this many of its own training pairs exactly
 
-class RecipeMismatch(ValueError):
-    "A resumed run asked for another recipe than its checkpoint's; `diffs` holds (field, the checkpoint's value, the asked value)."
-    def __init__(self, where,                               # the checkpoint, named in the message
-                 diffs: list[tuple[str, object, object]],
-                 note: str=""):                             # said after the differences
-        self.where, self.diffs, self.note = where, diffs, note
-        super().__init__(self.describe())
-
-    def describe(self, name=lambda field: None) -> str: # a field's name for the reader (e.g. its flag); None: `field=value`
-        "The message, with each field as `name` calls it."
-        say = lambda k, v: f"{name(k)} {v}" if name(k) else f"{k}={v!r}"
-        vs = lambda k, v: f"{v}" if name(k) else f"{v!r}"
-        return (f"{self.where} was trained with another recipe: "
-                + "; ".join(f"{say(k, a)} in the checkpoint vs {vs(k, b)} here" for k, a, b in self.diffs) + self.note)
-
-def check_copy_recipe(saved: dict,          # the checkpoint's `extra["recipe"]`
-                      recipe: dict,         # this run's
+def check_copy_recipe(saved: dict,            # the checkpoint's `extra["recipe"]`
+                      recipe: dict,           # this run's
                       name: str="checkpoint", # used in the message
                      ):
-    "Raise `RecipeMismatch` naming every recipe entry in which a resumed run differs from its checkpoint."
+    "Raise `RecipeMismatch` naming every recipe entry where a resumed run differs from its checkpoint."
     diffs = [(k, saved[k], v) for k, v in recipe.items() if k in saved and saved[k] != v]
     if diffs: raise RecipeMismatch(name, diffs)
 
-
 # %% ../nbs/12_copy_task.ipynb #155f1333
 def averaged_steps(final_step: int,                 # the run's last update
-                   keep: int=COPY_AVERAGE,          # how many weights to average (1: the last model alone)
+                   keep: int=COPY_AVERAGE,          # how many weights to average (1: the last alone)
                    every: int=COPY_AVERAGE_EVERY,   # their spacing in updates
-                  ) -> list[int]:                   # ascending update numbers, the last one `final_step`
-    "The updates whose weights a run of `final_step` updates averages: the last `keep` of every `every`-th, and the final one."
+                  ) -> list[int]:                   # ascending update numbers, the last `final_step`
+    "The updates a run of `final_step` averages: the last `keep` of every `every`-th, and the final one."
     if keep < 1 or every < 1: raise ValueError(f"keep={keep} and every={every} must be at least 1")
     return (list(range(every, final_step, every)) + [final_step])[-keep:] if final_step > 0 else []
 
@@ -142,19 +132,23 @@ class WeightSnapshots:
     def __init__(self, model: torch.nn.Module, steps: list[int]):
         self.model, self.steps, self.weights = model, set(steps), {}
     def __call__(self, state):                        # a `TrainState`, after its update
-        if state.step in self.steps: self.weights[state.step] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        if state.step in self.steps:
+            self.weights[state.step] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
 # %% ../nbs/12_copy_task.ipynb #7dd32a56
 def _check_resume(ck, model, recipe):
-    "The checkpoint must be a copy-task run of this recipe (its model config checked too, the preset named first)."
+    "The checkpoint must be a copy-task run of this recipe (its config checked too, the preset first)."
     name = str(ck) if not isinstance(ck, dict) else "checkpoint"
     if not isinstance(ck, dict): ck = load_checkpoint(ck)
     extra = ck.get("extra") or {}
     if extra.get("task", "copy") != "copy" or "vocab" in extra:
-        raise ValueError(f"{name} is not a copy-task checkpoint (task={extra.get('task', 'translation')!r})")
-    saved = extra.get("recipe") or {k: extra[k] for k in ("seed", "n_train") if k in extra}    # older checkpoints
-    if saved.get("preset", recipe["preset"]) != recipe["preset"]:                               # name the flag first
-        try: check_config(ck["config"], model.config, name); why = ""
+        task = extra.get("task", "translation")
+        raise ValueError(f"{name} is not a copy-task checkpoint (task={task!r})")
+    # checkpoints written before the recipe was recorded hold its seed and n_train alone
+    saved = extra.get("recipe") or {k: extra[k] for k in ("seed", "n_train") if k in extra}
+    if saved.get("preset", recipe["preset"]) != recipe["preset"]:         # name the flag first
+        why = ""
+        try: check_config(ck["config"], model.config, name)
         except ValueError as e: why = f": {e}"
         raise RecipeMismatch(name, [("preset", saved["preset"], recipe["preset"])], why)
     check_config(ck["config"], model.config, name)
@@ -163,21 +157,23 @@ def _check_resume(ck, model, recipe):
 # %% ../nbs/12_copy_task.ipynb #30e6c0ed
 class CopyRun(NamedTuple):
     "What `train_copy` returns."
-    model: Transformer        # the averaged model (§6.1); the run's last checkpoint holds its last weights
+    model: Transformer        # the averaged model (§6.1); the last checkpoint holds the last weights
     state: TrainState         # counters and loss history of the run
     train: list               # the training pairs (`held_out_pairs` avoids them)
-    averaged: list[int]       # the updates whose weights were averaged (those that passed the check)
+    averaged: list[int]       # the updates whose weights were averaged (those that passed)
 
 def _copies(probe, weights: dict, pairs: list) -> bool:
     "Do these weights copy every pair exactly (a positive margin at every position)?"
     probe.load_state_dict(weights)
     return bool(copy_margin(probe, pairs).min() > 0)
 
-def _average_into(model, snaps: WeightSnapshots, steps: list[int], # candidates, ascending; the last: now
-                  keep: int, checkpoint_dir=None,                    # how many to average; where a resumed run's are
-                  check: list|None=None,                             # pairs a candidate must copy exactly
-                 ) -> list[int]:                                     # the updates averaged
-    "Load into `model` the mean of its last `keep` candidate weights that pass `check` (all fail: the last `keep`)."
+def _average_into(model, snaps: WeightSnapshots,
+                  steps: list[int],        # candidates, ascending; the last: now
+                  keep: int,               # how many to average
+                  checkpoint_dir=None,     # where a resumed run's earlier weights are
+                  check: list|None=None,   # pairs a candidate must copy exactly
+                 ) -> list[int]:           # the updates averaged
+    "Load into `model` the mean of the last `keep` candidates passing `check` (none: the last `keep`)."
     w = {s: snaps.weights.get(s) for s in steps[:-1]} | {steps[-1]: model.state_dict()}
     for s in [s for s, v in w.items() if v is None]:
         p = checkpoint_path(checkpoint_dir, s) if checkpoint_dir is not None else None
@@ -190,6 +186,9 @@ def _average_into(model, snaps: WeightSnapshots, steps: list[int], # candidates,
     return chosen
 
 # %% ../nbs/12_copy_task.ipynb #6181ef46
+# `fit`'s keywords of one run (the other `fit_kwargs` of `train_copy` are `FitOptions` fields)
+_RUN_KEYWORDS = ("val_loader", "state", "resume_from", "checkpoint_dir", "extra", "on_step", "log")
+
 def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: run `epochs` epochs)
                seed: int=0,                 # seeds the model, the data and the batch order
                preset: str="tiny",          # model preset
@@ -200,17 +199,18 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
                clip_grad: float|None=1.0,   # gradient-norm clipping
                n_train: int=20000,          # training sequences
                dropout: float=0.0,          # see the callout above
-               average: int=COPY_AVERAGE,   # the model is the mean of this many snapshots (§6.1; 1: one, the last good)
+               average: int=COPY_AVERAGE,   # average this many snapshots (§6.1; 1: the last good)
                average_every: int=COPY_AVERAGE_EVERY, # the spacing of those updates
                device=None,                 # default: cpu, or this process's GPU under torchrun
-               **fit_kwargs,                # passed to `fit`: epochs, accum_steps, precision, checkpoint_dir, save_every, resume_from, progress, ...
+               **fit_kwargs,                # `FitOptions` fields, `fit`'s keywords (checkpoint_dir...)
               ) -> CopyRun:
-    "Train on the copy task with `fit` (§5), then average the last weights (§6.1); refuses another recipe's checkpoint."
+    "Train the copy task with `fit` (§5), average the last weights (§6.1); refuses another recipe."
     device = torch.device(device or "cpu")
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
-    recipe = dict(seed=seed, preset=preset, batch_tokens=batch_tokens, warmup_steps=warmup_steps, lr_scale=lr_scale,
-                  label_smoothing=label_smoothing, clip_grad=clip_grad, n_train=n_train, dropout=dropout,
-                  accum_steps=fit_kwargs.get("accum_steps", 1), world_size=dist_rank_world()[1])
+    recipe = dict(seed=seed, preset=preset, batch_tokens=batch_tokens, warmup_steps=warmup_steps,
+                  lr_scale=lr_scale, label_smoothing=label_smoothing, clip_grad=clip_grad,
+                  n_train=n_train, dropout=dropout, accum_steps=fit_kwargs.get("accum_steps", 1),
+                  world_size=dist_rank_world()[1])
     seed_everything(seed)
     model = create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, preset, dropout=dropout).to(device)
     if (ck := fit_kwargs.get("resume_from")) is not None: _check_resume(ck, model, recipe)
@@ -219,24 +219,29 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
     train = copy_pairs(n_train, seed)
     loader = token_batch_loader(train, batch_tokens, seed=seed)
     loss = LabelSmoothingLoss(COPY_VOCAB_SIZE, label_smoothing, PAD_IDX)
-    fit_kwargs.setdefault("extra", {"task": "copy", "recipe": recipe})
-    fit_kwargs.setdefault("nonpad_logits", False)   # the recipe's runs project every position; see the callout below
-    planned = planned_updates(len(loader), fit_kwargs.get("accum_steps", 1), max_steps, fit_kwargs.get("epochs"))
-    candidates = lambda final: averaged_steps(final, 2 * average, average_every)   # the last 10 snapshots
-    snaps, user_hook = WeightSnapshots(model, candidates(planned)), fit_kwargs.pop("on_step", None)
-    def on_step(st): snaps(st); user_hook and user_hook(st)
-    state = fit(model, loader, opt, sched, loss, max_steps=max_steps, clip_grad=clip_grad, device=device, on_step=on_step,
-                **fit_kwargs)
-    return CopyRun(model, state, train, _average_into(model, snaps, candidates(state.step), average,
-                                                      fit_kwargs.get("checkpoint_dir"), train[:COPY_CHECK_PAIRS]))
-
+    run = {k: fit_kwargs.pop(k) for k in _RUN_KEYWORDS if k in fit_kwargs}
+    run.setdefault("extra", {"task": "copy", "recipe": recipe})
+    # the recipe's runs project every position; see the callout below
+    options = FitOptions(**{"nonpad_logits": False, **fit_kwargs, "max_steps": max_steps,
+                            "clip_grad": clip_grad, "device": device})
+    planned = planned_updates(len(loader), options.accum_steps, max_steps, options.epochs)
+    candidates = lambda final: averaged_steps(final, 2 * average, average_every)   # the last 10
+    snaps, user_hook = WeightSnapshots(model, candidates(planned)), run.pop("on_step", None)
+    def on_step(st):
+        snaps(st)
+        if user_hook is not None: user_hook(st)
+    state = fit(model, loader, opt, sched, loss, options, on_step=on_step, **run)
+    chosen = _average_into(model, snaps, candidates(state.step), average, run.get("checkpoint_dir"),
+                           train[:COPY_CHECK_PAIRS])
+    return CopyRun(model, state, train, chosen)
 
 # %% ../nbs/12_copy_task.ipynb #092fcf4d
 def copy_scores(model: Transformer, train: list, # a trained copy model; its training pairs
                 seed: int=0, n: int=1000,         # the held-out set: its seed and size
                ) -> dict:
-    "How well a trained model copies `n` held-out sequences: exact matches and the smallest margin (nats)."
+    "How well a trained model copies `n` held-out sequences: exact matches, the least margin (nats)."
     held = held_out_pairs(n, train, seed)
     ok, total = exact_match(model, held)
-    return {"exact_match": ok / total, "correct": ok, "total": total, "min_margin": round(float(copy_margin(model, held).min()), 4)}
+    margin = round(float(copy_margin(model, held).min()), 4)
+    return {"exact_match": ok / total, "correct": ok, "total": total, "min_margin": margin}
 

@@ -6,15 +6,14 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 
 # %% ../nbs/34_ctranslate2_export.ipynb #3daa12f8
 from __future__ import annotations
-import contextlib, json, os, shutil, statistics, tempfile, time
+import json, os, shutil, statistics, tempfile, time
 from pathlib import Path
 from typing import Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
-from . import decoding
-from .decoding import length_normalization, decode_corpus
+from .decoding import length_normalization, decode_corpus, SearchLevers
 from .data import sentence_ids
 from .evaluation import encode_sources, translate, corpus_bleu
 from .checkpoints import load_checkpoint, model_from_checkpoint
@@ -28,12 +27,13 @@ __all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'LEVERS', 'codec_tokens', 'to_
 # %% ../nbs/34_ctranslate2_export.ipynb #b144c06d
 def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
                 ) -> tuple[list[str], list[str]]: # (source tokens, target tokens), each in id order
-    "The vocabularies as CTranslate2 takes them: token strings in id order (the joint BPE: one list for both sides)."
+    "The vocabularies as CTranslate2 takes them: token strings in id order (joint BPE: one list)."
     if isinstance(codec, BPECodec):
         vocab = codec.tokenizer.get_vocab(with_added_tokens=True)          # token -> id
         itos = sorted(vocab, key=vocab.get)
         if [vocab[t] for t in itos] != list(range(len(itos))):
-            raise ValueError(f"the BPE vocabulary's ids are not 0 … {len(itos) - 1}: it cannot be written as a token list")
+            raise ValueError(f"the BPE vocabulary's ids are not 0 … {len(itos) - 1}: "
+                             "it cannot be written as a token list")
         return itos, itos
     return list(codec.src_vocab.itos), list(codec.tgt_vocab.itos)
 
@@ -41,46 +41,61 @@ def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
 def _ctranslate2():
     "The ctranslate2 module, or an ImportError that says how to install it."
     try: import ctranslate2
-    except ImportError: raise ImportError("CTranslate2 is an optional extra: pip install 'annotated-transformer[ctranslate2]'") from None
+    except ImportError:
+        raise ImportError("CTranslate2 is an optional extra: "
+                          "pip install 'annotated-transformer[ctranslate2]'") from None
     return ctranslate2
 
 def _np(t: torch.Tensor): return t.detach().float().cpu().numpy()   # float32, as the spec's default
 
 def _linear(spec, lin: torch.nn.Linear|None=None, weight=None, bias=None):
-    "A `LinearSpec` from an `nn.Linear` (or a slice of one): weight (out, in) and bias, as PyTorch stores them."
-    spec.weight, spec.bias = _np(lin.weight if lin is not None else weight), _np(lin.bias if lin is not None else bias)
+    "A `LinearSpec` from an `nn.Linear` (or a slice of one): weight (out, in), bias, as in PyTorch."
+    spec.weight, spec.bias = (_np(lin.weight if lin is not None else weight),
+                              _np(lin.bias if lin is not None else bias))
 
 def _norm(spec, ln: torch.nn.LayerNorm): spec.gamma, spec.beta = _np(ln.weight), _np(ln.bias)
 
 def _attention(spec, mha, norm, cross: bool=False):
-    "An attention spec: fused QKV (self-attention) or Q + fused KV (cross-attention), W^O, and the sublayer's LayerNorm."
-    W, b, d = mha.in_proj.weight, mha.in_proj.bias, mha.inner        # (3·h·d_k, d_model): [W^Q; W^K; W^V]
-    if cross: _linear(spec.linear[0], weight=W[:d], bias=b[:d]); _linear(spec.linear[1], weight=W[d:], bias=b[d:])
+    "An attention spec: fused QKV (self) or Q + fused KV (cross), W^O and the sublayer's LayerNorm."
+    # (3·h·d_k, d_model): [W^Q; W^K; W^V]
+    W, b, d = mha.in_proj.weight, mha.in_proj.bias, mha.inner
+    if cross:
+        _linear(spec.linear[0], weight=W[:d], bias=b[:d])
+        _linear(spec.linear[1], weight=W[d:], bias=b[d:])
     else: _linear(spec.linear[0], weight=W, bias=b)
     _linear(spec.linear[-1], mha.out_proj)
     _norm(spec.layer_norm, norm)
 
 def _ffn(spec, ff, norm):
-    "A feed-forward spec: W₁, W₂ (ReLU between them is the spec's default) and the sublayer's LayerNorm."
-    _linear(spec.linear_0, ff.w_1); _linear(spec.linear_1, ff.w_2); _norm(spec.layer_norm, norm)
+    "A feed-forward spec: W₁, W₂ (ReLU between is the spec's default) and the sublayer's LayerNorm."
+    _linear(spec.linear_0, ff.w_1)
+    _linear(spec.linear_1, ff.w_2)
+    _norm(spec.layer_norm, norm)
 
 # %% ../nbs/34_ctranslate2_export.ipynb #5611489e
-def to_ctranslate2_spec(model: Transformer,        # a `Transformer` (chapter 6), e.g. from `load_model`
-                        codec: WordCodec|BPECodec, # its text pipeline: the vocabularies
-                       ):                          # a validated `ctranslate2.specs.TransformerSpec`, float32 weights
-    "Describe our Transformer to CTranslate2: every weight into its place in a `TransformerSpec` (the table above)."
+def to_ctranslate2_spec(
+    model: Transformer,        # a `Transformer` (chapter 6), e.g. from `load_model`
+    codec: WordCodec|BPECodec, # its text pipeline: the vocabularies
+):                             # a validated `ctranslate2.specs.TransformerSpec`, float32 weights
+    "Our Transformer as a CTranslate2 `TransformerSpec`: each weight in its place (table above)."
     TransformerSpec = _ctranslate2().specs.TransformerSpec
     c = model.config
     if c.d_k not in (None, c.d_model // c.n_heads):
-        raise ValueError(f"d_k={c.d_k} is not d_model/n_heads={c.d_model // c.n_heads}: TransformerSpec.from_config has no other head size")
-    spec = TransformerSpec.from_config(c.n_layers, c.n_heads, pre_norm=c.norm_first)   # ReLU FFN: its default
-    spec.config.layer_norm_epsilon = model.encoder.layers[0].sublayer[0].norm.eps     # nn.LayerNorm's 1e-5
-    spec.config.add_source_bos = spec.config.add_source_eos = True                     # our sources are <s> … </s>
+        raise ValueError(f"d_k={c.d_k} is not d_model/n_heads={c.d_model // c.n_heads}: "
+                         "TransformerSpec.from_config has no other head size")
+    # ReLU FFN: its default
+    spec = TransformerSpec.from_config(c.n_layers, c.n_heads, pre_norm=c.norm_first)
+    # nn.LayerNorm's 1e-5
+    spec.config.layer_norm_epsilon = model.encoder.layers[0].sublayer[0].norm.eps
+    # our sources are <s> … </s>
+    spec.config.add_source_bos = spec.config.add_source_eos = True
     for side, emb in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
-        table = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings   # the encoder's is a list
+        # the encoder's is a list
+        table = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
         table.weight = _np(emb.embed.lut.weight)
         side.scale_embeddings = True                          # × √d_model (§3.4)
-        side.position_encodings.encodings = _np(emb.pos.pe)   # (max_len, d_model): our table, sinusoidal or learned
+        # (max_len, d_model): our table, sinusoidal or learned
+        side.position_encodings.encodings = _np(emb.pos.pe)
     for s, l in zip(spec.encoder.layer, model.encoder.layers):
         _attention(s.self_attention, l.self_attn, l.sublayer[0].norm)
         _ffn(s.ffn, l.feed_forward, l.sublayer[1].norm)
@@ -88,146 +103,195 @@ def to_ctranslate2_spec(model: Transformer,        # a `Transformer` (chapter 6)
         _attention(s.self_attention, l.self_attn, l.sublayer[0].norm)
         _attention(s.attention, l.src_attn, l.sublayer[1].norm, cross=True)
         _ffn(s.ffn, l.feed_forward, l.sublayer[2].norm)
-    if c.norm_first: _norm(spec.encoder.layer_norm, model.encoder.norm); _norm(spec.decoder.layer_norm, model.decoder.norm)
+    if c.norm_first:
+        _norm(spec.encoder.layer_norm, model.encoder.norm)
+        _norm(spec.decoder.layer_norm, model.decoder.norm)
     _linear(spec.decoder.projection, model.generator.proj)
     src, tgt = codec_tokens(codec)
-    spec.register_source_vocabulary(src); spec.register_target_vocabulary(tgt)
-    spec.validate()                                           # shapes, and vocabulary sizes against the embeddings
+    spec.register_source_vocabulary(src)
+    spec.register_target_vocabulary(tgt)
+    # shapes, and vocabulary sizes against the embeddings
+    spec.validate()
     return spec
 
 # %% ../nbs/34_ctranslate2_export.ipynb #e40d134d
 CT2_FORMAT = "annotated_transformer.ctranslate2/1"
-CT2_META, CT2_VOCAB = "annotated_transformer.json", "vocab.json"   # our two files beside CTranslate2's
+# our two files beside CTranslate2's
+CT2_META, CT2_VOCAB = "annotated_transformer.json", "vocab.json"
 
 def _resolve(model, codec=None) -> tuple[Transformer, WordCodec|BPECodec, str]:
-    "(model in eval mode, codec, where it came from) for a `Transformer` + codec, a checkpoint (file or dict), a shipped name or a model folder."
+    "(eval-mode model, codec, origin) of a `Transformer` + codec, a checkpoint, a name or a folder."
     if isinstance(model, Transformer):
-        if codec is None: raise ValueError("exporting a Transformer object needs its codec (the vocabulary it was trained with)")
+        if codec is None:
+            raise ValueError("exporting a Transformer object needs its codec "
+                             "(the vocabulary it was trained with)")
         return model.eval(), codec, "a Transformer object"
     if isinstance(model, dict) or Path(model).is_file():
         where = "checkpoint" if isinstance(model, dict) else str(model)
         ck = model if isinstance(model, dict) else load_checkpoint(model)
         vocab = (ck.get("extra") or {}).get("vocab")
-        if vocab is None: raise ValueError(f"{where} has no vocabulary (extra['vocab']): it is not a translation checkpoint")
+        if vocab is None:
+            raise ValueError(f"{where} has no vocabulary (extra['vocab']): "
+                             "it is not a translation checkpoint")
         return model_from_checkpoint(ck), codec or codec_from_dict(vocab, ck["config"]), where
-    m, c, _ = load_model(model)                                   # a shipped name or a model folder; checks its sha256 sums
+    # a shipped name or a model folder; checks its sha256 sums
+    m, c, _ = load_model(model)
     return m, codec or c, str(model)
 
 # %% ../nbs/34_ctranslate2_export.ipynb #99f72449
-def export_ctranslate2(model: Transformer|dict|str|os.PathLike, # a `Transformer` (give `codec`), a checkpoint, "de-en"/"en-de", or a model folder
-                       out_dir: str|os.PathLike,                 # the folder to write; an earlier export there is replaced
-                       quantization: str|None=None,              # None: float32 weights; "int8", "int8_float32", "float16", …
-                       codec: WordCodec|BPECodec|None=None,      # the text pipeline; default: the model's own
-                      ) -> Path:                                 # out_dir
-    "Convert a model to a CTranslate2 folder (model.bin, its config and vocabulary) plus our codec and a description."
+def export_ctranslate2(
+    # a `Transformer` (give `codec`), a checkpoint, "de-en"/"en-de", or a model folder
+    model: Transformer|dict|str|os.PathLike,
+    out_dir: str|os.PathLike,            # the folder to write; an earlier export there is replaced
+    # None: float32 weights; "int8", "int8_float32", "float16", …
+    quantization: str|None=None,
+    codec: WordCodec|BPECodec|None=None, # the text pipeline; default: the model's own
+) -> Path:                               # out_dir
+    "Export to a CTranslate2 folder: model.bin, config and vocabulary, our codec and a description."
     ct2 = _ctranslate2()
     m, codec, where = _resolve(model, codec)
     spec = to_ctranslate2_spec(m, codec)
     spec.optimize(quantization=quantization)                     # None keeps float32
     out = Path(out_dir)
     if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / CT2_META).is_file()):
-        raise FileExistsError(f"cannot export to {out}: it is a file or a folder that is not a CTranslate2 export; choose a new or empty folder")
+        raise FileExistsError(f"cannot export to {out}: it is a file or a folder that is not a "
+                              "CTranslate2 export; choose a new or empty folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    meta = {"format": CT2_FORMAT, "src_lang": codec.src_lang, "tgt_lang": codec.tgt_lang, "from": where,
-            "quantization": quantization or "float32", "max_len": m.config.max_len, "config": m.config.to_dict(),
-            "ctranslate2": ct2.__version__, "vocab": CT2_VOCAB, "source": "codec ids as tokens; <s> and </s> are added by CTranslate2"}
+    meta = {"format": CT2_FORMAT, "src_lang": codec.src_lang, "tgt_lang": codec.tgt_lang,
+            "from": where, "quantization": quantization or "float32", "max_len": m.config.max_len,
+            "config": m.config.to_dict(), "ctranslate2": ct2.__version__, "vocab": CT2_VOCAB,
+            "source": "codec ids as tokens; <s> and </s> are added by CTranslate2"}
     try:
         spec.save(str(tmp))
-        (tmp / CT2_VOCAB).write_text(json.dumps(codec.to_dict(), ensure_ascii=False) + "\n", encoding="utf-8")
-        (tmp / CT2_META).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        for p in tmp.iterdir(): os.chmod(p, 0o644)               # temporary files are private (0600): a model is for everyone
+        (tmp / CT2_VOCAB).write_text(json.dumps(codec.to_dict(), ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+        (tmp / CT2_META).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n",
+                                    encoding="utf-8")
+        # temporary files are private (0600): a model is for everyone
+        for p in tmp.iterdir(): os.chmod(p, 0o644)
         os.chmod(tmp, 0o755)
         if out.exists(): shutil.rmtree(out)
         os.rename(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #c45986e6
-def load_ctranslate2(model_dir: str|os.PathLike,  # a folder written by `export_ctranslate2`
-                     device: str="cpu",           # "cpu" or "cuda"
-                     compute_type: str="default", # "default" (as saved), "float32", "int8", "int8_float32", …
-                     intra_threads: int=1,        # threads within one batch
-                     inter_threads: int=1,        # batches decoded at once, one worker each
-                    ) -> tuple:                   # (ctranslate2.Translator, codec, our description)
-    "Open an exported folder: CTranslate2's `Translator` and the codec that splits and joins its text."
+def load_ctranslate2(
+    model_dir: str|os.PathLike,  # a folder written by `export_ctranslate2`
+    device: str="cpu",           # "cpu" or "cuda"
+    compute_type: str="default", # "default" (as saved), "float32", "int8", "int8_float32", …
+    intra_threads: int=1,        # threads within one batch
+    inter_threads: int=1,        # batches decoded at once, one worker each
+) -> tuple:                      # (ctranslate2.Translator, codec, our description)
+    "Open an exported folder: CTranslate2's `Translator` and the codec that splits and joins text."
     ct2, d = _ctranslate2(), Path(model_dir)
-    if not (d / CT2_META).is_file(): raise FileNotFoundError(f"{d} has no {CT2_META}: it is not a folder written by export_ctranslate2")
+    if not (d / CT2_META).is_file():
+        raise FileNotFoundError(f"{d} has no {CT2_META}: "
+                                "it is not a folder written by export_ctranslate2")
     meta = json.loads((d / CT2_META).read_text(encoding="utf-8"))
-    if meta.get("format") != CT2_FORMAT: raise ValueError(f"{d / CT2_META}: format {meta.get('format')!r}, expected {CT2_FORMAT!r}")
-    codec = codec_from_dict(json.loads((d / meta.get("vocab", CT2_VOCAB)).read_text(encoding="utf-8")))
-    tr = ct2.Translator(str(d), device=device, compute_type=compute_type, intra_threads=intra_threads, inter_threads=inter_threads)
+    if meta.get("format") != CT2_FORMAT:
+        raise ValueError(f"{d / CT2_META}: format {meta.get('format')!r}, expected {CT2_FORMAT!r}")
+    codec = codec_from_dict(
+        json.loads((d / meta.get("vocab", CT2_VOCAB)).read_text(encoding="utf-8")))
+    tr = ct2.Translator(str(d), device=device, compute_type=compute_type,
+                        intra_threads=intra_threads, inter_threads=inter_threads)
     return tr, codec, meta
 
 # %% ../nbs/34_ctranslate2_export.ipynb #c52e0649
-def _pick(hyps: list[list[int]], scores: list[float], length_penalty: float, penalty: str) -> list[int]:
-    "The hypothesis to keep: the best GNMT-normalised one of the final beam, or CTranslate2's own first."
-    if penalty == "gnmt" and len(hyps) > 1: return max(zip(scores, hyps), key=lambda x: x[0] / length_normalization(len(x[1]), length_penalty))[1]
+def _pick(hyps: list[list[int]], scores: list[float], length_penalty: float,
+          penalty: str) -> list[int]:
+    "The hypothesis to keep: the best GNMT-normalised of the final beam, or CTranslate2's first."
+    if penalty == "gnmt" and len(hyps) > 1:
+        return max(zip(scores, hyps),
+                   key=lambda x: x[0] / length_normalization(len(x[1]), length_penalty))[1]
     return hyps[0]
 
 # %% ../nbs/34_ctranslate2_export.ipynb #129770b6
-def decode_ctranslate2(translator,                  # a `ctranslate2.Translator` (from `load_ctranslate2`)
-                       codec: WordCodec|BPECodec,   # the model's codec: its vocabularies
-                       sources: Sequence[Sequence[int]], # source ids per sentence, <s> … </s> (as `encode_sources` makes)
-                       beam_size: int=4,            # K; 1 = greedy
-                       length_penalty: float=0.6,            # length-penalty α
-                       batch_size: int=64,          # sentences per batch (CTranslate2 sorts them by length)
-                       extra_len: int=50,           # maximum output length = source length + extra_len, as ours
-                       max_len: int=1024,           # the model's positional table: no output is longer
-                       penalty: str="gnmt",         # "gnmt": ours, ((5+|Y|)/6)^α; "ctranslate2": its |Y|^α
-                      ) -> list[list[int]]:         # hypotheses in input order, without <s>, </s>, <pad>
-    "`decode_corpus` (chapter 14) run by CTranslate2: the same ids in, the same kind of hypotheses out."
-    if penalty not in ("gnmt", "ctranslate2"): raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
-    src_itos, tgt_itos = codec_tokens(codec); stoi = {t: i for i, t in enumerate(tgt_itos)}
+def decode_ctranslate2(
+    translator,                  # a `ctranslate2.Translator` (from `load_ctranslate2`)
+    codec: WordCodec|BPECodec,   # the model's codec: its vocabularies
+    # source ids per sentence, <s> … </s> (as `encode_sources` makes)
+    sources: Sequence[Sequence[int]],
+    beam_size: int=4,            # K; 1 = greedy
+    length_penalty: float=0.6,   # length-penalty α
+    batch_size: int=64,          # sentences per batch (CTranslate2 sorts them by length)
+    extra_len: int=50,           # maximum output length = source length + extra_len, as ours
+    max_len: int=1024,           # the model's positional table: no output is longer
+    penalty: str="gnmt",         # "gnmt": ours, ((5+|Y|)/6)^α; "ctranslate2": its |Y|^α
+) -> list[list[int]]:            # hypotheses in input order, without <s>, </s>, <pad>
+    "`decode_corpus` (chapter 14) by CTranslate2: the same ids in, the same kind of hypotheses out."
+    if penalty not in ("gnmt", "ctranslate2"):
+        raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
+    src_itos, tgt_itos = codec_tokens(codec)
+    stoi = {t: i for i, t in enumerate(tgt_itos)}
     for k, s in enumerate(sources):
-        if len(s) < 2 or s[0] != BOS_IDX or s[-1] != EOS_IDX: raise ValueError(f"source {k} is not <s> … </s> ids (as encode_sources makes them)")
+        if len(s) < 2 or s[0] != BOS_IDX or s[-1] != EOS_IDX:
+            raise ValueError(f"source {k} is not <s> … </s> ids (as encode_sources makes them)")
     gnmt = penalty == "gnmt" and beam_size > 1
-    groups: dict[int, list[int]] = {}                              # output cap -> sentences: one call per cap, as ours caps each
-    for k, s in enumerate(sources): groups.setdefault(min(len(s) + extra_len, max_len), []).append(k)
+    # output cap -> sentences: one call per cap, as ours caps each
+    groups: dict[int, list[int]] = {}
+    for k, s in enumerate(sources):
+        groups.setdefault(min(len(s) + extra_len, max_len), []).append(k)
     out: list[list[int]] = [[] for _ in sources]
-    pending = [(idx, translator.translate_batch([[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx], max_batch_size=batch_size,
-                                         beam_size=beam_size, length_penalty=0.0 if gnmt else length_penalty, num_hypotheses=beam_size if gnmt else 1,
-                                         return_scores=gnmt, return_end_token=True, max_decoding_length=cap, min_decoding_length=0,
-                                         max_input_length=0, asynchronous=True))     # all groups queued at once: every worker busy
+    pending = [(idx, translator.translate_batch(
+                    [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
+                    max_batch_size=batch_size, beam_size=beam_size,
+                    length_penalty=0.0 if gnmt else length_penalty,
+                    num_hypotheses=beam_size if gnmt else 1,
+                    return_scores=gnmt, return_end_token=True,
+                    max_decoding_length=cap, min_decoding_length=0,
+                    # all groups queued at once: every worker busy
+                    max_input_length=0, asynchronous=True))
                for cap, idx in groups.items()]
     for idx, res in pending:
         for k, r in zip(idx, res):
             r = r.result()
-            out[k] = sentence_ids(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores, length_penalty, penalty))
+            out[k] = sentence_ids(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores,
+                                        length_penalty, penalty))
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #7d7485d8
-def translate_ctranslate2(model_dir: str|os.PathLike|None,  # a folder written by `export_ctranslate2` (None: give `translator`)
-                          sentences: Sequence[str],          # raw source sentences
-                          beam_size: int=4,                  # K (1 = greedy)
-                          length_penalty: float=0.6,                  # length-penalty α
-                          batch_size: int=64,                # sentences decoded together
-                          penalty: str="gnmt",               # "gnmt" (ours) or "ctranslate2", see `decode_ctranslate2`
-                          translator: tuple|None=None,       # an opened `load_ctranslate2(...)`, reused across calls
-                          **kwargs,                          # for `load_ctranslate2`: compute_type, intra_threads, inter_threads, device
-                         ) -> list[str]:                     # detokenized translations, "" for blank input
+def translate_ctranslate2(
+    # a folder written by `export_ctranslate2` (None: give `translator`)
+    model_dir: str|os.PathLike|None,
+    sentences: Sequence[str],          # raw source sentences
+    beam_size: int=4,                  # K (1 = greedy)
+    length_penalty: float=0.6,         # length-penalty α
+    batch_size: int=64,                # sentences decoded together
+    penalty: str="gnmt",               # "gnmt" (ours) or "ctranslate2", see `decode_ctranslate2`
+    translator: tuple|None=None,       # an opened `load_ctranslate2(...)`, reused across calls
+    # for `load_ctranslate2`: compute_type, intra_threads, inter_threads, device
+    **kwargs,
+) -> list[str]:                        # detokenized translations, "" for blank input
     "`translate` (chapter 15) with CTranslate2 doing the decoding: our BPE in, our detokenizer out."
     tr, codec, meta = translator or load_ctranslate2(model_dir, **kwargs)
     sentences = list(sentences)
     todo = [i for i, s in enumerate(sentences) if s.strip()]
     ids, _ = encode_sources(codec, [sentences[i] for i in todo], meta["max_len"])
-    hyps = decode_ctranslate2(tr, codec, ids, beam_size, length_penalty, batch_size, max_len=meta["max_len"], penalty=penalty)
+    hyps = decode_ctranslate2(tr, codec, ids, beam_size, length_penalty, batch_size,
+                              max_len=meta["max_len"], penalty=penalty)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #e5a921d7
-def quantize_int8(model: Transformer, # a float32 `Transformer` in eval mode (left as it is)
-                 ) -> Transformer:    # a copy whose linear layers compute in int8 (dynamic quantization)
-    "Ours in int8, approximately: PyTorch's dynamic quantization of the linear layers (weights int8 per channel, activations per batch)."
+def quantize_int8(
+    model: Transformer, # a float32 `Transformer` in eval mode (left as it is)
+) -> Transformer:       # a copy whose linear layers compute in int8 (dynamic quantization)
+    "Ours in int8, approximately: PyTorch's dynamic quantization of the linear layers, per channel."
     import copy, warnings
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                            # torch.ao.quantization is deprecated in favour of torchao
+        # torch.ao.quantization is deprecated in favour of torchao
+        warnings.simplefilter("ignore")
         from torch.ao.quantization import quantize_dynamic, per_channel_dynamic_qconfig
         q = copy.deepcopy(model).eval()
-        names = {n for n, mod in q.named_modules() if isinstance(mod, torch.nn.Linear) and not n.endswith("in_proj")}
-        return quantize_dynamic(q, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)   # in_proj stays float32: cross-attention slices its weight
+        names = {n for n, mod in q.named_modules()
+                 if isinstance(mod, torch.nn.Linear) and not n.endswith("in_proj")}
+        # in_proj stays float32: cross-attention slices its weight
+        return quantize_dynamic(q, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
 
 # %% ../nbs/34_ctranslate2_export.ipynb #465a612f
 def _bleu_tokens(codec, hyps: list[list[int]], refs: list[str]) -> tuple[float, int]:
@@ -235,168 +299,211 @@ def _bleu_tokens(codec, hyps: list[list[int]], refs: list[str]) -> tuple[float, 
     return corpus_bleu([codec.decode_tgt(h) for h in hyps], refs).score, sum(map(len, hyps))
 
 def _interleaved(runs: dict, repeats: int) -> dict:
-    "Time each of `runs` (name -> no-argument decoder) `repeats` times, one after another in turn: a busy machine slows all alike."
+    "Time `runs` (name -> no-argument decoder) `repeats` times in turn: a busy CPU slows all alike."
     times, outs = {n: [] for n in runs}, {}
     for _ in range(repeats):
         for n, f in runs.items():
-            t = time.perf_counter(); outs[n] = f(); times[n].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            outs[n] = f()
+            times[n].append(time.perf_counter() - t)
     return {n: (statistics.median(ts), ts, outs[n]) for n, ts in times.items()}
 
 def _with_threads(n: int, f):
     "`f` run with `n` intra-op torch threads, the setting restored after."
     def run():
-        old = torch.get_num_threads(); torch.set_num_threads(n)
+        old = torch.get_num_threads()
+        torch.set_num_threads(n)
         try: return f()
         finally: torch.set_num_threads(old)
     return run
 
 # %% ../nbs/34_ctranslate2_export.ipynb #6e2cffa4
-def _engines(model, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size, int8_ours: bool) -> dict:
-    "name -> (description, decoder): ours and CTranslate2 float32/int8 at each thread count, and a worker per core."
-    kw, ml = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size), model.config.max_len
+def _engines(model, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size,
+             int8_ours: bool) -> dict:
+    "name -> (description, decoder): ours and CTranslate2 float32/int8, t threads or t workers."
+    kw, ml = (dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size),
+              model.config.max_len)
     q = quantize_int8(model) if int8_ours else None
-    ct2 = lambda ct, intra, inter: (lambda tr: lambda: decode_ctranslate2(tr[0], codec, ids, max_len=ml, **kw))(
+    ct2 = lambda ct, intra, inter: (
+        lambda tr: lambda: decode_ctranslate2(tr[0], codec, ids, max_len=ml, **kw))(
         load_ctranslate2(ct2_dir, compute_type=ct, intra_threads=intra, inter_threads=inter))
     out = {}
     for t in threads:
         out[f"ours fp32, {t} thr"] = (dict(engine="ours", compute="float32", threads=t, workers=1),
                                       _with_threads(t, lambda: decode_corpus(model, ids, **kw)))
-        if q is not None: out[f"ours int8, {t} thr"] = (dict(engine="ours", compute="int8", threads=t, workers=1),
-                                                        _with_threads(t, lambda: decode_corpus(q, ids, **kw)))
+        if q is not None:
+            out[f"ours int8, {t} thr"] = (dict(engine="ours", compute="int8", threads=t, workers=1),
+                                          _with_threads(t, lambda: decode_corpus(q, ids, **kw)))
         for ct in ("float32", "int8"):
-            out[f"CT2 {ct}, {t} thr"] = (dict(engine="ctranslate2", compute=ct, threads=t, workers=1), ct2(ct, t, 1))
-        if t > 1:                                                   # t cores, t workers of one thread each
-            out[f"ours fp32, {t} workers"] = (dict(engine="ours", compute="float32", threads=1, workers=t),
-                                              lambda t=t: decode_corpus(model, ids, workers=t, **kw))
-            if q is not None: out[f"ours int8, {t} workers"] = (dict(engine="ours", compute="int8", threads=1, workers=t),
-                                                                lambda t=t: decode_corpus(q, ids, workers=t, **kw))
+            out[f"CT2 {ct}, {t} thr"] = (
+                dict(engine="ctranslate2", compute=ct, threads=t, workers=1), ct2(ct, t, 1))
+        # t cores, t workers of one thread each
+        if t > 1:
+            out[f"ours fp32, {t} workers"] = (
+                dict(engine="ours", compute="float32", threads=1, workers=t),
+                lambda t=t: decode_corpus(model, ids, workers=t, **kw))
+            if q is not None:
+                out[f"ours int8, {t} workers"] = (
+                    dict(engine="ours", compute="int8", threads=1, workers=t),
+                    lambda t=t: decode_corpus(q, ids, workers=t, **kw))
             for ct in ("float32", "int8"):
-                out[f"CT2 {ct}, {t} workers"] = (dict(engine="ctranslate2", compute=ct, threads=1, workers=t), ct2(ct, 1, t))
+                out[f"CT2 {ct}, {t} workers"] = (
+                    dict(engine="ctranslate2", compute=ct, threads=1, workers=t), ct2(ct, 1, t))
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #ee07e937
-def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int, length_penalty: float) -> list[dict]:
-    "Single-sentence `translate` (text in, text out, one thread), ours and CTranslate2 float32 in turn: p50 and p90 in ms."
-    info = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2], {"max_len": model.config.max_len})
+def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
+             length_penalty: float) -> list[dict]:
+    "Single-sentence `translate`, one thread, ours and CTranslate2 float32 in turn: p50, p90 in ms."
+    info = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2],
+            {"max_len": model.config.max_len})
     runs = {"ours fp32": lambda s: translate(model, codec, [s], beam_size, length_penalty),
-            "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, length_penalty, translator=info)}
+            "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, length_penalty,
+                                                           translator=info)}
     ms = {n: [] for n in runs}
     with torch.inference_mode():
         for s in sentences:
             for n, f in runs.items():
-                t = time.perf_counter(); _with_threads(1, lambda: f(s))(); ms[n].append(1e3 * (time.perf_counter() - t))
-    q = lambda xs, p: statistics.quantiles(xs, n=10, method="inclusive")[p - 1] if len(xs) > 1 else xs[0]
-    return [{"engine": n, "sentences": len(v), "p50_ms": round(statistics.median(v), 2), "p90_ms": round(q(v, 9), 2)} for n, v in ms.items()]
+                t = time.perf_counter()
+                _with_threads(1, lambda: f(s))()
+                ms[n].append(1e3 * (time.perf_counter() - t))
+    q = lambda xs, p: (statistics.quantiles(xs, n=10, method="inclusive")[p - 1] if len(xs) > 1
+                       else xs[0])
+    return [{"engine": n, "sentences": len(v), "p50_ms": round(statistics.median(v), 2),
+             "p90_ms": round(q(v, 9), 2)} for n, v in ms.items()]
 
 # %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
-@contextlib.contextmanager
-def _lever_off(name: str):
-    "Switch one of chapter 14's exact speed levers off for a while (the ids stay the same)."
-    old, search = dict(decoding._SPEED), decoding.fast_beam_search
-    if name == "inference_mode": decoding.fast_beam_search = torch.no_grad()(search.__wrapped__)   # no_grad instead
-    else: decoding._SPEED[name] = False
-    try: yield
-    finally: decoding._SPEED.update(old); decoding.fast_beam_search = search
+LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1",
+          "cross-attention rows kept", "inference_mode", "int8 linear layers")
 
-LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1", "cross-attention rows kept", "inference_mode", "int8 linear layers")
+def _lever_off(name: str) -> dict:
+    "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
+    return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(fast=False),
+            "one beam at step 1": dict(levers=SearchLevers(one_beam_start=False)),
+            "cross-attention rows kept": dict(levers=SearchLevers(lazy_cross=False)),
+            "inference_mode": dict(levers=SearchLevers(inference_mode=False))}[name]
 
-def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size, repeats) -> list[dict]:
-    "Each lever on (everything else on) against off, one thread, interleaved: speed-up, identical ids, BLEU of each."
+def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
+            repeats) -> list[dict]:
+    "Each lever on (the rest on too) vs off, one thread, interleaved: speed-up, same ids, BLEU."
     kw = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
-    on = lambda: decode_corpus(model, ids, **kw)
-    def off(name):
-        if name == "sorted batches": return lambda: decode_corpus(model, ids, sort=False, **kw)
-        if name == "fast_beam_search (all below)": return lambda: decode_corpus(model, ids, fast=False, **kw)
-        if name == "int8 linear layers": return None
-        def run():
-            with _lever_off({"one beam at step 1": "one_beam_start", "cross-attention rows kept": "lazy_cross",
-                             "inference_mode": "inference_mode"}[name]): return on()
-        return run
-    q, rows = quantize_int8(model), []
+    on, q, rows = lambda: decode_corpus(model, ids, **kw), quantize_int8(model), []
     for name in LEVERS:
-        a, b = (lambda: decode_corpus(q, ids, **kw), on) if name == "int8 linear layers" else (on, off(name))
+        if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **kw), on
+        else: a, b = on, lambda name=name: decode_corpus(model, ids, **kw, **_lever_off(name))
         r = _interleaved({"on": _with_threads(1, a), "off": _with_threads(1, b)}, repeats)
         (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]
-        rows.append({"lever": name, "exact": name != "int8 linear layers", "sentences_per_s_on": round(len(ids) / ton, 2),
-                     "sentences_per_s_off": round(len(ids) / toff, 2), "speedup": round(toff / ton, 3),
+        rows.append({"lever": name, "exact": name != "int8 linear layers",
+                     "sentences_per_s_on": round(len(ids) / ton, 2),
+                     "sentences_per_s_off": round(len(ids) / toff, 2),
+                     "speedup": round(toff / ton, 3),
                      "identical": sum(x == y for x, y in zip(hon, hoff)), "sentences": len(ids),
-                     "bleu_on": round(_bleu_tokens(codec, hon, refs)[0], 2), "bleu_off": round(_bleu_tokens(codec, hoff, refs)[0], 2)})
+                     "bleu_on": round(_bleu_tokens(codec, hon, refs)[0], 2),
+                     "bleu_off": round(_bleu_tokens(codec, hoff, refs)[0], 2)})
     return rows
 
 # %% ../nbs/34_ctranslate2_export.ipynb #40fcf0da
 def _environment() -> dict:
-    "What the numbers depend on: CPU, its vector extensions as torch sees them, thread counts, versions."
+    "What the numbers depend on: CPU, vector extensions as torch sees them, threads, versions."
     import platform, ctranslate2
-    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_count": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "ctranslate2": ctranslate2.__version__,
-            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_count": os.cpu_count(),
+            "cpu": platform.processor() or platform.machine(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "ctranslate2": ctranslate2.__version__, "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
 def _run_row(name: str, desc: dict, timed: tuple, codec, refs: list[str]) -> dict:
     "One configuration's row: sentences/s and tokens/s from the median time, every time, BLEU."
     t, ts, hyps = timed
     bleu, tokens = _bleu_tokens(codec, hyps, refs)
-    return {"name": name, **desc, "cores": desc["threads"] * desc["workers"], "seconds": [round(x, 3) for x in ts],
-            "sentences_per_s": round(len(hyps) / t, 2), "tokens_per_s": round(tokens / t, 1), "bleu": round(bleu, 2)}
+    return {"name": name, **desc, "cores": desc["threads"] * desc["workers"],
+            "seconds": [round(x, 3) for x in ts],
+            "sentences_per_s": round(len(hyps) / t, 2), "tokens_per_s": round(tokens / t, 1),
+            "bleu": round(bleu, 2)}
 
 def _ratios(runs: list[dict]):
-    "Add each row's speed against CTranslate2 float32 on as many cores: the same layout, and its best layout."
+    "Add each row's speed against CTranslate2 float32 on as many cores: same layout, and its best."
     f32 = [r for r in runs if r["engine"] == "ctranslate2" and r["compute"] == "float32"]
     for r in runs:
         same = [x for x in f32 if x["cores"] == r["cores"] and x["workers"] == r["workers"]]
         best = max((x["sentences_per_s"] for x in f32 if x["cores"] == r["cores"]), default=None)
-        r["vs_ct2_float32"] = round(r["sentences_per_s"] / same[0]["sentences_per_s"], 3) if same else None
+        r["vs_ct2_float32"] = (round(r["sentences_per_s"] / same[0]["sentences_per_s"], 3)
+                               if same else None)
         r["vs_ct2_float32_best"] = round(r["sentences_per_s"] / best, 3) if best else None
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b58b16b3
-def bench_translation(model: str|os.PathLike|Transformer="de-en", # a shipped name, a model folder or checkpoint, or a `Transformer` (give `codec`)
-                      split: str="test_2016_flickr",  # the Multi30k split to translate (ignored with `pairs`)
-                      n_sentences: int=1000,          # its first n sentences
-                      beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,   # the search, as `decode_corpus`
-                      threads: Sequence[int]=(1, 2),  # thread counts; t > 1 also runs t workers of one thread each
-                      repeats: int=2,                 # timed runs of each configuration, interleaved; the median counts
-                      int8_ours: bool=True,           # also time ours with int8 linear layers (`quantize_int8`)
-                      latency_sentences: int=50,      # single-sentence `translate` calls per engine (0: none)
-                      lever_sentences: int=0,         # sentences for the lever table (0: no lever table)
-                      pairs: Sequence[tuple[str, str]]|None=None, # (source, reference) pairs instead of `split`
-                      codec=None, data_dir: str|os.PathLike|None=None, command: str|None=None, # the command line to record
-                     ) -> dict:                       # plain data (JSON): environment, runs, latency, levers
-    "Ours against CTranslate2 on the same weights and sentences: sentences/s, tokens/s and BLEU per engine and thread count, interleaved."
+def bench_translation(
+    # a shipped name, a model folder or checkpoint, or a `Transformer` (give `codec`)
+    model: str|os.PathLike|Transformer="de-en",
+    split: str="test_2016_flickr",  # the Multi30k split to translate (ignored with `pairs`)
+    n_sentences: int=1000,          # its first n sentences
+    beam_size: int=4,               # the search, as `decode_corpus`
+    length_penalty: float=0.6,      # length-penalty α
+    batch_size: int=64,             # sentences per batch
+    threads: Sequence[int]=(1, 2),  # thread counts; t > 1 also runs t workers of one thread each
+    repeats: int=2,                 # timed runs per configuration, interleaved; the median counts
+    int8_ours: bool=True,           # also time ours with int8 linear layers (`quantize_int8`)
+    latency_sentences: int=50,      # single-sentence `translate` calls per engine (0: none)
+    lever_sentences: int=0,         # sentences for the lever table (0: no lever table)
+    pairs: Sequence[tuple[str, str]]|None=None, # (source, reference) pairs instead of `split`
+    codec=None,                     # the text pipeline of a `Transformer` model
+    data_dir: str|os.PathLike|None=None, # data root (see `resolve_data_dir`)
+    command: str|None=None,         # the command line to record
+) -> dict:                          # plain data (JSON): environment, runs, latency, levers
+    "Ours against CTranslate2, same weights and sentences: sentences/s, tokens/s, BLEU per engine."
     m, codec, where = _resolve(model, codec)
     split = split if pairs is None else "given pairs"
     pairs = list(pairs) if pairs is not None else load_split(split, data_dir)[:n_sentences]
-    refs, ids = [t for _, t in pairs], encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
-    call = command or (f"bench_translation(model={where!r}, split={split!r}, n_sentences={len(pairs)}, beam_size={beam_size}, length_penalty={length_penalty}, "
-                       f"batch_size={batch_size}, threads={tuple(threads)}, repeats={repeats}, int8_ours={int8_ours}, "
+    refs, ids = ([t for _, t in pairs],
+                 encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0])
+    call = command or (f"bench_translation(model={where!r}, split={split!r}, "
+                       f"n_sentences={len(pairs)}, beam_size={beam_size}, "
+                       f"length_penalty={length_penalty}, batch_size={batch_size}, "
+                       f"threads={tuple(threads)}, repeats={repeats}, int8_ours={int8_ours}, "
                        f"latency_sentences={latency_sentences}, lever_sentences={lever_sentences})")
     with tempfile.TemporaryDirectory() as tmp:
-        ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)      # float32; int8 is CTranslate2's compute_type
-        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size, int8_ours)
+        # float32; int8 is CTranslate2's compute_type
+        ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)
+        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size,
+                           int8_ours)
         timed = _interleaved({n: f for n, (_, f) in engines.items()}, repeats)
         runs = [_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines]
-        latency = _latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size, length_penalty) if latency_sentences else []
+        latency = (_latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size,
+                            length_penalty) if latency_sentences else [])
     _ratios(runs)
-    levers = _levers(m, codec, ids[:lever_sentences], refs[:lever_sentences], beam_size, length_penalty, batch_size, repeats) if lever_sentences else []
+    levers = (_levers(m, codec, ids[:lever_sentences], refs[:lever_sentences], beam_size,
+                      length_penalty, batch_size, repeats) if lever_sentences else [])
     return {"command": call, "model": where, "split": split, "sentences": len(pairs),
-            "beam_size": beam_size, "length_penalty": length_penalty, "batch_size": batch_size, **_environment(), "runs": runs, "latency": latency, "levers": levers}
+            "beam_size": beam_size, "length_penalty": length_penalty, "batch_size": batch_size,
+            **_environment(), "runs": runs, "latency": latency, "levers": levers}
 
 # %% ../nbs/34_ctranslate2_export.ipynb #041fb7ce
 def bench_table(result: dict, # from `bench_translation` (or its JSON)
                ) -> str:      # Markdown: the speed table, latency, the lever table, and the command
     "The benchmark as Markdown tables, ratios against CTranslate2 float32 on as many cores."
-    L = [f"{result['sentences']} sentences, beam {result['beam_size']}, α {result['length_penalty']}, batch {result['batch_size']}; "
-         f"CPU {result['cpu_capability']}, {result['cpu_count']} cores; torch {result['torch']}, CTranslate2 {result['ctranslate2']}", "",
-         "| engine | cores | sentences/s | tokens/s | × CT2 fp32 (same layout) | × CT2 fp32 (its best) | BLEU |",
+    L = [f"{result['sentences']} sentences, beam {result['beam_size']}, "
+         f"α {result['length_penalty']}, batch {result['batch_size']}; "
+         f"CPU {result['cpu_capability']}, {result['cpu_count']} cores; "
+         f"torch {result['torch']}, CTranslate2 {result['ctranslate2']}", "",
+         "| engine | cores | sentences/s | tokens/s | × CT2 fp32 (same layout) "
+         "| × CT2 fp32 (its best) | BLEU |",
          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     if result.get("note"): L[:0] = [f"**Note:** {result['note']}", ""]
     fmt = lambda x: "" if x is None else f"{x:.2f}×"
-    L += [f"| {r['name']} | {r['cores']} | {r['sentences_per_s']:.1f} | {r['tokens_per_s']:.0f} | {fmt(r['vs_ct2_float32'])} | "
-          f"{fmt(r['vs_ct2_float32_best'])} | {r['bleu']:.2f} |" for r in result["runs"]]
+    L += [f"| {r['name']} | {r['cores']} | {r['sentences_per_s']:.1f} | {r['tokens_per_s']:.0f} | "
+          f"{fmt(r['vs_ct2_float32'])} | {fmt(r['vs_ct2_float32_best'])} | {r['bleu']:.2f} |"
+          for r in result["runs"]]
     if result.get("latency"):
-        L += ["", "| single sentence (translate, 1 thread) | p50 ms | p90 ms |", "| --- | ---: | ---: |"]
-        L += [f"| {r['engine']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} |" for r in result["latency"]]
+        L += ["", "| single sentence (translate, 1 thread) | p50 ms | p90 ms |",
+              "| --- | ---: | ---: |"]
+        L += [f"| {r['engine']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} |"
+              for r in result["latency"]]
     if result.get("levers"):
-        L += ["", "| lever (1 thread; off = this one off, the rest on) | on sent/s | off sent/s | speed-up | identical | BLEU on / off |",
+        L += ["", "| lever (1 thread; off = this one off, the rest on) "
+                  "| on sent/s | off sent/s | speed-up | identical | BLEU on / off |",
               "| --- | ---: | ---: | ---: | ---: | ---: |"]
-        L += [f"| {r['lever']}{'' if r['exact'] else ' (approximate)'} | {r['sentences_per_s_on']:.1f} | {r['sentences_per_s_off']:.1f} | "
-              f"{r['speedup']:.2f}× | {r['identical']}/{r['sentences']} | {r['bleu_on']:.2f} / {r['bleu_off']:.2f} |" for r in result["levers"]]
+        L += [f"| {r['lever']}{'' if r['exact'] else ' (approximate)'} "
+              f"| {r['sentences_per_s_on']:.1f} | {r['sentences_per_s_off']:.1f} | "
+              f"{r['speedup']:.2f}× | {r['identical']}/{r['sentences']} "
+              f"| {r['bleu_on']:.2f} / {r['bleu_off']:.2f} |" for r in result["levers"]]
     return "\n".join(L + ["", f"`{result['command']}`"])

@@ -6,14 +6,16 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/data.html.md
 
 # %% ../nbs/13_data.ipynb #04b55560
 from __future__ import annotations
-import functools, gzip, hashlib, importlib.resources, itertools, os, sys, tempfile, unicodedata, urllib.error, urllib.request
+import functools, gzip, hashlib, importlib.resources, itertools, os, sys, tempfile, unicodedata
+import urllib.error, urllib.request
 from collections import Counter
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 import torch
+from fastcore.basics import patch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX, SPECIAL_TOKENS
-from .model import dataclass_from_dict
+from .runtime import dataclass_from_dict
 
 # %% auto #0
 __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS', 'SPLITS', 'TEST_SPLITS', 'SHA256', 'TATOEBA',
@@ -21,22 +23,23 @@ __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS
            'TATOEBA_LINES', 'TATOEBA_EVERY', 'TATOEBA_PAIRS', 'TEST_SET_INFO', 'SAMPLE_DIR', 'SAMPLE_SPLITS',
            'MULTI30K_HOWTO', 'SPACE', 'NORMAL_FORM', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir',
            'split_files', 'in_ci', 'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba',
-           'decode_utf8', 'iter_lines', 'read_lines', 'read_parallel', 'ensure_splits', 'load_split',
-           'default_direction', 'check_direction', 'available_test_splits', 'corpus_file', 'read_corpus',
-           'skipped_note', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'sentence_ids', 'Vocab',
-           'WordCodec', 'train_bpe', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs', 'PackedPairs',
-           'encode_corpus']
+           'decode_utf8', 'iter_lines', 'read_lines', 'read_parallel', 'ensure_splits', 'default_direction',
+           'check_direction', 'direction_of', 'check_same_direction', 'load_split', 'available_test_splits',
+           'corpus_file', 'read_corpus', 'skipped_note', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize',
+           'sentence_ids', 'Vocab', 'WordCodec', 'train_bpe', 'BPECodec', 'codec_from_dict', 'build_codec',
+           'encode_pairs', 'PackedPairs', 'encode_corpus']
 
 # %% ../nbs/13_data.ipynb #79fad637
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
-MULTI30K_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw/"
-DATA_ENV = "ANNOTATED_TRANSFORMER_DATA"          # a data root holding multi30k/ (or the files themselves)
-DATA_URL_ENV = "ANNOTATED_TRANSFORMER_DATA_URL"  # overrides MULTI30K_URL (a mirror, or file:// for tests)
-LANGS = ("de", "en")                             # the files' languages; de→en is the default direction
+MULTI30K_URL = (f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}"
+                "/data/task1/raw/")
+DATA_ENV = "ANNOTATED_TRANSFORMER_DATA"    # a data root holding multi30k/ (or the files themselves)
+DATA_URL_ENV = "ANNOTATED_TRANSFORMER_DATA_URL"  # overrides MULTI30K_URL (a mirror, or file://)
+LANGS = ("de", "en")                             # the files' languages; de→en by default
 SPLITS = {  # split -> sentence pairs
     "train": 29000, "val": 1014, "test_2016_flickr": 1000,
     "test_2017_flickr": 1000, "test_2018_flickr": 1071, "test_2017_mscoco": 461}
-TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")  # Multi30k's test sets
+TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")
 SHA256 = {  # of the official .gz files at MULTI30K_COMMIT
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
@@ -55,23 +58,27 @@ SHA256 = {  # of the official .gz files at MULTI30K_COMMIT
 # %% ../nbs/13_data.ipynb #3d8e5a71
 TATOEBA = "tatoeba"                      # the split name of the out-of-domain test set
 TATOEBA_COMMIT = "ac0f19c0be3cb4e0d9450fcb2d7a9847c4bdd180"
-TATOEBA_URL = f"https://raw.githubusercontent.com/Helsinki-NLP/OPUS-MT-testsets/{TATOEBA_COMMIT}/testsets/deu-eng/"
-TATOEBA_URL_ENV = "ANNOTATED_TRANSFORMER_TATOEBA_URL"  # overrides TATOEBA_URL (a mirror, or file:// for tests)
-TATOEBA_UPSTREAM = {"de": "tatoeba-test-v2021-08-07.deu", "en": "tatoeba-test-v2021-08-07.eng"}  # plain text at TATOEBA_URL
-TATOEBA_FILES = {"de": "tatoeba-test-v2021-08-07.de", "en": "tatoeba-test-v2021-08-07.en"}      # in <root>/tatoeba/, + .gz
+TATOEBA_URL = (f"https://raw.githubusercontent.com/Helsinki-NLP/OPUS-MT-testsets/{TATOEBA_COMMIT}"
+               "/testsets/deu-eng/")
+TATOEBA_URL_ENV = "ANNOTATED_TRANSFORMER_TATOEBA_URL" # overrides TATOEBA_URL (a mirror, or file://)
+TATOEBA_UPSTREAM = {  # plain text at TATOEBA_URL
+    "de": "tatoeba-test-v2021-08-07.deu", "en": "tatoeba-test-v2021-08-07.eng"}
+TATOEBA_FILES = {  # in <root>/tatoeba/, plain or + .gz
+    "de": "tatoeba-test-v2021-08-07.de", "en": "tatoeba-test-v2021-08-07.en"}
 TATOEBA_SHA256 = {  # of the upstream plain text (the same text as the gzipped files in a data root)
     "de": "a06d3300c05158e83bb5c1709a0bf5aecc2e28c895e66f03b1c914a7fdd8c8c6",
     "en": "5d0e3169914a5e3f4ca7bdec670880f2025385c5a7e29547d9cbd7992105e77f"}
-TATOEBA_LINES = 17565                    # sentence pairs in the full test set, sorted alphabetically
+TATOEBA_LINES = 17565                   # sentence pairs in the full test set, sorted alphabetically
 TATOEBA_EVERY = 8                        # the `tatoeba` split: lines 0, 8, 16, ... of the full set
 TATOEBA_PAIRS = -(-TATOEBA_LINES // TATOEBA_EVERY)  # 2,196 pairs
 TEST_SET_INFO = {  # split -> one line for tables and notes
     "test_2016_flickr": "Multi30k 2016 test: captions of 1,000 Flickr30K images",
     "test_2017_flickr": "Multi30k 2017 test: captions of 1,000 more Flickr images",
-    "test_2017_mscoco": "Multi30k 2017 MSCOCO test: 461 captions of COCO images with ambiguous verbs (harder)",
+    "test_2017_mscoco": "Multi30k 2017 MSCOCO test: 461 captions of COCO images with ambiguous "
+                        "verbs (harder)",
     "test_2018_flickr": "Multi30k 2018 test: captions of 1,071 Flickr images",
-    TATOEBA: f"Tatoeba de-en test v2021-08-07, every {TATOEBA_EVERY}th of {TATOEBA_LINES:,} lines ({TATOEBA_PAIRS:,} pairs): "
-             f"everyday sentences, out of domain"}
+    TATOEBA: f"Tatoeba de-en test v2021-08-07, every {TATOEBA_EVERY}th of {TATOEBA_LINES:,} lines "
+             f"({TATOEBA_PAIRS:,} pairs): everyday sentences, out of domain"}
 
 # %% ../nbs/13_data.ipynb #27a21a65
 def default_cache_dir() -> Path:
@@ -79,73 +86,79 @@ def default_cache_dir() -> Path:
     import platformdirs
     return Path(platformdirs.user_cache_dir("annotated_transformer")) / "multi30k"
 
-def _has_files(folder: Path) -> bool:
-    return any((folder / f"{s}.{l}{x}").is_file() for s in SPLITS for l in LANGS for x in (".gz", ""))
+def _gz_or_plain(folder: Path, stem: str) -> Path|None:
+    "`folder/STEM.gz`, else `folder/STEM`: the first that is a file, or None."
+    return next((p for p in (folder / f"{stem}.gz", folder / stem) if p.is_file()), None)
 
-def resolve_data_dir(data_dir: str|os.PathLike|None=None, # a data root or the multi30k folder; None: env var, then cache
-                    ) -> tuple[Path, bool]:                 # (folder holding the files, whether it is the download cache)
+def _has_files(folder: Path) -> bool:
+    return any(_gz_or_plain(folder, f"{s}.{l}") for s in SPLITS for l in LANGS)
+
+def resolve_data_dir(data_dir: str|os.PathLike|None=None, # a data root or its multi30k/ folder
+                    ) -> tuple[Path, bool]: # (the folder of files, whether it is the cache)
     "Find the Multi30k folder: `data_dir`, else $ANNOTATED_TRANSFORMER_DATA, else the user cache."
-    given, origin = (data_dir, "--data-dir") if data_dir else (os.environ.get(DATA_ENV) or None, DATA_ENV)
+    if data_dir: given, origin = data_dir, "--data-dir"
+    else: given, origin = os.environ.get(DATA_ENV) or None, DATA_ENV
     if given is None: return default_cache_dir(), True
     root = Path(given).expanduser()
-    if not root.exists(): raise FileNotFoundError(f"data directory {root} (from {origin}) does not exist")
-    if not root.is_dir(): raise NotADirectoryError(f"data directory {root} (from {origin}) is a file, not a directory")
+    where = f"data directory {root} (from {origin})"
+    if not root.exists(): raise FileNotFoundError(f"{where} does not exist")
+    if not root.is_dir(): raise NotADirectoryError(f"{where} is a file, not a directory")
     if (root / "multi30k").is_dir(): return root / "multi30k", False
     if _has_files(root): return root, False
-    raise FileNotFoundError(f"data directory {root} (from {origin}) holds neither a multi30k/ folder nor Multi30k files "
-                            f"such as train.de.gz, train.en.gz, val.de.gz (plain or gzipped); put the official files "
-                            f"from {MULTI30K_URL} into {root / 'multi30k'}, or leave --data-dir and ${DATA_ENV} unset to "
-                            f"download them into the cache (${DATA_URL_ENV} points the download at a mirror or a file:// folder)")
+    raise FileNotFoundError(
+        f"{where} holds neither a multi30k/ folder nor Multi30k files such as train.de.gz, "
+        f"train.en.gz, val.de.gz (plain or gzipped); put the official files from {MULTI30K_URL} "
+        f"into {root / 'multi30k'}, or leave --data-dir and ${DATA_ENV} unset to download them "
+        f"into the cache (${DATA_URL_ENV} points the download at a mirror or a file:// folder)")
 
-def split_files(split: str,                 # one of SPLITS, TATOEBA (or any name, for a custom folder)
+def split_files(split: str,              # one of SPLITS, TATOEBA (or any name, for a custom folder)
                 folder: str|os.PathLike,    # the folder holding the Multi30k files
                ) -> tuple[Path, Path]|None: # (de, en) paths, or None when either is absent
-    "The (de, en) files of `split` in `folder` (Tatoeba's: in `tatoeba/` beside it); `.gz` preferred, plain text accepted."
+    "The (de, en) files of `split` in `folder` (Tatoeba's: in `tatoeba/` beside it), `.gz` first."
     folder = Path(folder)
-    if split == TATOEBA: folder, stems = folder.parent / "tatoeba", [TATOEBA_FILES[l] for l in LANGS]
-    else: stems = [f"{split}.{l}" for l in LANGS]
-    paths = []
-    for stem in stems:
-        cands = [folder / f"{stem}{x}" for x in (".gz", "")]
-        found = [p for p in cands if p.is_file()]
-        if not found: return None
-        paths.append(found[0])
-    return tuple(paths)
-
+    stems = [TATOEBA_FILES[l] if split == TATOEBA else f"{split}.{l}" for l in LANGS]
+    if split == TATOEBA: folder = folder.parent / "tatoeba"
+    paths = [_gz_or_plain(folder, stem) for stem in stems]
+    return None if None in paths else tuple(paths)
 
 # %% ../nbs/13_data.ipynb #487a183b
-SAMPLE_DIR = Path(str(importlib.resources.files("annotated_transformer"))) / "sample-data" / "tatoeba-de-en"
-SAMPLE_SPLITS = {"train": 1600, "val": 200, "test": 200}  # split -> sentence pairs of the shipped Tatoeba sample
+SAMPLE_DIR = Path(str(importlib.resources.files("annotated_transformer")),
+                  "sample-data", "tatoeba-de-en")
+SAMPLE_SPLITS = {"train": 1600, "val": 200, "test": 200}  # split -> pairs of the shipped sample
 MULTI30K_HOWTO = (f"set ${DATA_ENV} (or pass --data-dir) to a folder holding multi30k/, or let "
-                  f"`annotated-transformer train` download it into the cache (${DATA_URL_ENV} points the download "
-                  f"at a mirror or a file:// folder)")
+                  f"`annotated-transformer train` download it into the cache (${DATA_URL_ENV} "
+                  f"points the download at a mirror or a file:// folder)")
 
 def in_ci() -> bool:
     "Whether this runs under continuous integration (`CI=true`, as GitHub Actions sets it)."
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
-def find_multi30k(splits: Iterable[str]=("train", "val", "test_2016_flickr"), # the splits that must be there
+def find_multi30k(splits: Iterable[str]=("train", "val", "test_2016_flickr"), # must all be there
                   quiet: bool=False,  # no note on stderr when Multi30k is absent
                  ) -> Path|None:      # the folder holding the files, or None
-    "Multi30k's folder on this machine ($ANNOTATED_TRANSFORMER_DATA, else a filled cache) or None; never downloads. Raises under CI=true without a data root."
+    "Multi30k's folder ($ANNOTATED_TRANSFORMER_DATA, else a filled cache) or None; never downloads."
     if os.environ.get(DATA_ENV):                         # configured: it must be right
         folder = resolve_data_dir()[0]
         missing = [s for s in splits if split_files(s, folder) is None]
-        if missing: raise FileNotFoundError(f"${DATA_ENV}: {folder} lacks the Multi30k split(s) {', '.join(missing)}")
+        if missing:
+            raise FileNotFoundError(f"${DATA_ENV}: {folder} lacks the Multi30k split(s) "
+                                    f"{', '.join(missing)}")
         return folder
-    if in_ci(): raise RuntimeError(f"CI=true but ${DATA_ENV} is not set: CI runs the full-data checks, so it must "
-                                   f"pass the data root (a folder holding multi30k/)")
+    if in_ci():                                          # CI must never fall back quietly
+        raise RuntimeError(f"CI=true but ${DATA_ENV} is not set: CI runs the full-data checks, so "
+                           f"it must pass the data root (a folder holding multi30k/)")
     folder = default_cache_dir()
     if all(split_files(s, folder) for s in splits): return folder
-    if not quiet: print(f"Multi30k is not on this machine ({MULTI30K_HOWTO}); using the shipped Tatoeba sample", file=sys.stderr)
+    if not quiet:
+        print(f"Multi30k is not on this machine ({MULTI30K_HOWTO}); using the shipped Tatoeba "
+              f"sample", file=sys.stderr)
     return None
 
 def default_test_split(folder: str|os.PathLike, # a data folder
                       ) -> str:
-    "The split scored by default: Multi30k's `test_2016_flickr`, or `test` in a folder that only has that (the sample)."
-    only_test = split_files("test_2016_flickr", folder) is None and split_files("test", folder) is not None
+    "The split scored by default: `test_2016_flickr`, or `test` where only that is there."
+    only_test = split_files("test_2016_flickr", folder) is None and split_files("test", folder)
     return "test" if only_test else "test_2016_flickr"
-
 
 # %% ../nbs/13_data.ipynb #664b0ba2
 def _fetch_url(url: str) -> bytes:
@@ -153,73 +166,82 @@ def _fetch_url(url: str) -> bytes:
 
 def _sha256(data: bytes) -> str: return hashlib.sha256(data).hexdigest()
 
+def _base_url(given: str|None, env: str, default: str) -> str:
+    "The download host: `given`, else $`env`, else `default`; ends with a slash."
+    url = given or os.environ.get(env) or default
+    return url if url.endswith("/") else url + "/"
+
 def _download_checked(folder: Path, files: dict, # stored name -> (url, sha256 of the fetched bytes)
                       fetch: Callable[[str], bytes], quiet: bool,
                       store: Callable[[bytes], bytes]=lambda b: b, # fetched bytes -> bytes to write
-                     ) -> list[tuple[str, str]]:  # (name, why) of each file that could not be fetched
+                     ) -> str: # a line "  NAME  (why)" per file not fetched; "": none
     "Fetch each file, refuse a wrong sha256, write it atomically (temporary file, then rename)."
     failed = []
     for name, (url, sha) in files.items():
         if not quiet: print(f"downloading {url}", file=sys.stderr)
         try: data = fetch(url)
         except (OSError, urllib.error.URLError) as e:
-            failed.append((name, f"{type(e).__name__}: {e}")); continue
+            failed.append(f"  {name}  ({type(e).__name__}: {e})")
+            continue
         if _sha256(data) != sha:
             raise OSError(f"{url}: sha256 {_sha256(data)} does not match the expected {sha}; "
                           f"the download is corrupt or not the official file")
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
         try:
-            with os.fdopen(fd, "wb") as f: f.write(store(data)); f.flush(); os.fsync(f.fileno())
+            with os.fdopen(fd, "wb") as f:
+                f.write(store(data))
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, folder / name)
         finally:
             if os.path.exists(tmp): os.unlink(tmp)
-    return failed
+    return "\n".join(failed)
 
 # %% ../nbs/13_data.ipynb #3e7b91c5
 def download_multi30k(folder: str|os.PathLike,          # where to write the files (the cache)
                       splits: Iterable[str]=tuple(SPLITS), # which splits to fetch
-                      base_url: str|None=None,          # default: $ANNOTATED_TRANSFORMER_DATA_URL, else MULTI30K_URL
+                      base_url: str|None=None,          # default: $..._DATA_URL, else MULTI30K_URL
                       fetch: Callable[[str], bytes]|None=None, # url -> bytes (default: urllib)
                       quiet: bool=False,                # no messages on stderr
                      ) -> Path:
     "Download the missing official files of `splits` into `folder`, checking each sha256."
     folder, fetch = Path(folder), fetch or _fetch_url
-    base_url = base_url or os.environ.get(DATA_URL_ENV) or MULTI30K_URL
-    if not base_url.endswith("/"): base_url += "/"
+    base_url = _base_url(base_url, DATA_URL_ENV, MULTI30K_URL)
     for s in splits:
-        if s not in SPLITS: raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)}")
-    missing = [f"{s}.{l}.gz" for s in splits for l in LANGS
-               if not any((folder / f"{s}.{l}{x}").is_file() for x in (".gz", ""))]
-    failed = _download_checked(folder, {n: (base_url + n, SHA256[n]) for n in missing}, fetch, quiet)
+        if s not in SPLITS:
+            raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)}")
+    missing = [f"{s}.{l}.gz" for s in splits for l in LANGS if not _gz_or_plain(folder, f"{s}.{l}")]
+    files = {n: (base_url + n, SHA256[n]) for n in missing}
+    failed = _download_checked(folder, files, fetch, quiet)
     if failed:
-        lines = "\n".join(f"  {n}  ({why})" for n, why in failed)
         raise FileNotFoundError(
-            f"Multi30k files are missing and could not be downloaded from {base_url}:\n{lines}\n"
+            f"Multi30k files are missing and could not be downloaded from {base_url}:\n{failed}\n"
             f"Put the official files (multi30k/dataset, data/task1/raw/) into {folder}, "
-            f"or point --data-dir or ${DATA_ENV} at a folder that holds them (or holds multi30k/ with them), "
-            f"or set ${DATA_URL_ENV} to another host that serves them (a mirror's URL, or file:///path/to/folder/).")
+            f"or point --data-dir or ${DATA_ENV} at a folder that holds them (or holds multi30k/ "
+            f"with them), or set ${DATA_URL_ENV} to another host that serves them (a mirror's URL, "
+            f"or file:///path/to/folder/).")
     return folder
 
 # %% ../nbs/13_data.ipynb #b7d31f0a
-def download_tatoeba(folder: str|os.PathLike,           # where to write the files (the cache's tatoeba/)
-                     base_url: str|None=None,           # default: $ANNOTATED_TRANSFORMER_TATOEBA_URL, else TATOEBA_URL
+def download_tatoeba(folder: str|os.PathLike,           # where to write them (the cache's tatoeba/)
+                     base_url: str|None=None,           # default: $..._TATOEBA_URL or TATOEBA_URL
                      fetch: Callable[[str], bytes]|None=None, # url -> bytes (default: urllib)
                      quiet: bool=False,                 # no messages on stderr
                     ) -> Path:
-    "Download the Tatoeba de–en test set's missing files into `folder`, checking the sha256 of each text; stored gzipped."
+    "Download the Tatoeba de–en test set's missing files into `folder`, checked and stored gzipped."
     folder, fetch = Path(folder), fetch or _fetch_url
-    base_url = base_url or os.environ.get(TATOEBA_URL_ENV) or TATOEBA_URL
-    if not base_url.endswith("/"): base_url += "/"
-    files = {f"{TATOEBA_FILES[l]}.gz": (base_url + TATOEBA_UPSTREAM[l], TATOEBA_SHA256[l]) for l in LANGS
-             if not any((folder / f"{TATOEBA_FILES[l]}{x}").is_file() for x in (".gz", ""))}
-    failed = _download_checked(folder, files, fetch, quiet, store=lambda b: gzip.compress(b, 9, mtime=0))
+    base_url = _base_url(base_url, TATOEBA_URL_ENV, TATOEBA_URL)
+    files = {f"{TATOEBA_FILES[l]}.gz": (base_url + TATOEBA_UPSTREAM[l], TATOEBA_SHA256[l])
+             for l in LANGS if not _gz_or_plain(folder, TATOEBA_FILES[l])}
+    gz = lambda b: gzip.compress(b, 9, mtime=0)
+    failed = _download_checked(folder, files, fetch, quiet, store=gz)
     if failed:
-        lines = "\n".join(f"  {n}  ({why})" for n, why in failed)
         raise FileNotFoundError(
-            f"the Tatoeba test files are missing and could not be downloaded from {base_url}:\n{lines}\n"
-            f"Put {', '.join(TATOEBA_UPSTREAM.values())} from {TATOEBA_URL} into {folder} (renamed to "
-            f"{', '.join(TATOEBA_FILES.values())}, gzipped or not), or set ${TATOEBA_URL_ENV} to a host that serves them.")
+            f"the Tatoeba test files are missing and could not be downloaded from {base_url}:\n"
+            f"{failed}\nPut {', '.join(TATOEBA_UPSTREAM.values())} from {TATOEBA_URL} into "
+            f"{folder} (renamed to {', '.join(TATOEBA_FILES.values())}, gzipped or not), or set "
+            f"${TATOEBA_URL_ENV} to a host that serves them.")
     return folder
 
 # %% ../nbs/13_data.ipynb #c25a025e
@@ -229,10 +251,11 @@ def decode_utf8(raw: bytes, # one line's bytes, without its terminator
     "Decode strictly as UTF-8; a bad byte is a `ValueError` naming `where` and its column."
     try: return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{where}: bytes that are not UTF-8 ({e.reason} at column {e.start + 1})") from None
+        why = f"{e.reason} at column {e.start + 1}"
+        raise ValueError(f"{where}: bytes that are not UTF-8 ({why})") from None
 
 def iter_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plain
-              ):                       # yields (line number from 1, the line without its terminator)
+              ):                      # yields (line number from 1, the line without its terminator)
     "Stream a text file one line at a time, strictly UTF-8, naming the file and line of a bad byte."
     path = Path(path)
     try:
@@ -247,7 +270,7 @@ def iter_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plai
 # %% ../nbs/13_data.ipynb #d0b69417
 def read_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plain
               ) -> list[str]:         # its lines, without line terminators
-    "Read a text file (gzipped or plain) strictly as UTF-8, naming the file and line of any bad byte."
+    "Read a text file (gzipped or plain) strictly as UTF-8, naming the file and line of a bad byte."
     return [line for _, line in iter_lines(path)]
 
 def read_parallel(src_path: str|os.PathLike, # source-language file (one sentence per line)
@@ -258,7 +281,8 @@ def read_parallel(src_path: str|os.PathLike, # source-language file (one sentenc
     for p, lines in ((src_path, src), (tgt_path, tgt)):
         if not lines: raise ValueError(f"{p} is empty")
     if len(src) != len(tgt):
-        raise ValueError(f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")
+        raise ValueError(f"parallel files differ in length: {src_path} has {len(src)} lines, "
+                         f"{tgt_path} has {len(tgt)}")
     return list(zip(src, tgt))
 
 # %% ../nbs/13_data.ipynb #a4081bc3
@@ -267,56 +291,44 @@ def ensure_splits(splits: Iterable[str],                 # e.g. ("train", "val",
                   download: bool=True,                   # fill the cache when files are missing
                  ) -> Path:                              # the folder holding the files
     "Check (and, in the cache, download) the files of `splits`; one error names all missing files."
-    splits = list(dict.fromkeys(splits))                   # each split once, in order (val may be asked for twice)
+    splits = list(dict.fromkeys(splits))                   # each split once, in order
     for s in splits:
         if s not in SPLITS and s not in SAMPLE_SPLITS and s != TATOEBA:
-            raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)} (or {TATOEBA!r})")
+            raise ValueError(f"unknown Multi30k split {s!r}; choose from {', '.join(SPLITS)} "
+                             f"(or {TATOEBA!r})")
     folder, is_cache = resolve_data_dir(data_dir)
     missing = [s for s in splits if split_files(s, folder) is None]
     if not missing: return folder
-    m30k = [s for s in missing if s != TATOEBA]
-    names = ", ".join(f"{s}.{l}.gz" for s in m30k for l in LANGS)
-    tat = folder.parent / "tatoeba"
-    problems = ([f"{folder} lacks {names} (plain files without .gz also work); put the official files from "
-                 f"{MULTI30K_URL} there"] if m30k else []) + \
-               ([f"{tat} lacks {', '.join(f'{n}.gz' for n in TATOEBA_FILES.values())} (plain files work too); put "
-                 f"{' and '.join(TATOEBA_UPSTREAM.values())} from {TATOEBA_URL} there, renamed"] if TATOEBA in missing else [])
+    m30k, tat, problems = [s for s in missing if s != TATOEBA], folder.parent / "tatoeba", []
+    if m30k:
+        names = ", ".join(f"{s}.{l}.gz" for s in m30k for l in LANGS)
+        problems.append(f"{folder} lacks {names} (plain files without .gz also work); put the "
+                        f"official files from {MULTI30K_URL} there")
+    if TATOEBA in missing:
+        gzs = ", ".join(f"{n}.gz" for n in TATOEBA_FILES.values())
+        upstream = " and ".join(TATOEBA_UPSTREAM.values())
+        problems.append(f"{tat} lacks {gzs} (plain files work too); put {upstream} "
+                        f"from {TATOEBA_URL} there, renamed")
     if not is_cache:
-        raise FileNotFoundError("; ".join(problems) + f"; or leave --data-dir and ${DATA_ENV} unset to download into "
-                                f"the cache (${DATA_URL_ENV} and ${TATOEBA_URL_ENV} point the downloads at other hosts)")
+        raise FileNotFoundError("; ".join(problems) + f"; or leave --data-dir and ${DATA_ENV} "
+                                f"unset to download into the cache (${DATA_URL_ENV} and "
+                                f"${TATOEBA_URL_ENV} point the downloads at other hosts)")
     if not download: raise FileNotFoundError("; ".join(problems) + f"; {MULTI30K_HOWTO}")
     if m30k: download_multi30k(folder, m30k)
     if TATOEBA in missing: download_tatoeba(tat)
     return folder
 
-# %% ../nbs/13_data.ipynb #94d0a6f2
-def load_split(split: str,                               # "train", "val", "test_2016_flickr", ...
-               data_dir: str|os.PathLike|None=None,      # see `resolve_data_dir`
-               max_pairs: int|None=None,                 # keep only the first `max_pairs` pairs
-               download: bool=True,                      # fill the cache when files are missing
-               src: str="de",                            # source language: "de" or "en"
-               tgt: str="en",                            # target language: the other one
-              ) -> list[tuple[str, str]]:                # (source, target) sentence pairs
-    "Multi30k task 1 `split`, `tatoeba` (every `TATOEBA_EVERY`th pair), or a split of another folder (e.g. `SAMPLE_DIR`) as (src, tgt) raw sentence pairs."
-    check_direction(src, tgt)
-    folder = ensure_splits([split], data_dir, download)
-    pairs = read_parallel(*split_files(split, folder))
-    if split == TATOEBA:
-        if len(pairs) != TATOEBA_LINES: raise ValueError(f"{split_files(split, folder)[0]} has {len(pairs)} lines; "
-                                                         f"the Tatoeba test set v2021-08-07 has {TATOEBA_LINES}")
-        pairs = pairs[::TATOEBA_EVERY]
-    if (src, tgt) != LANGS: pairs = [(t, s) for s, t in pairs]
-    return pairs[:max_pairs] if max_pairs else pairs
-
+# %% ../nbs/13_data.ipynb #bfc6896b
 def default_direction(src: str|None, tgt: str|None, # the languages asked for; None: not given
                      ) -> tuple[str, str]:             # (source, target)
-    "The one rule for a direction: neither given → de→en; one of de/en given → the other is its partner; others: give both."
+    "The one rule for a direction: none given → de→en; de or en alone → its partner; others: both."
     if src and tgt: return src, tgt
     if not src and not tgt: return LANGS
-    given, other = (src, "tgt") if src else (tgt, "src")
+    given = src or tgt
     if given not in LANGS:
-        raise ValueError(f"{'src' if src else 'tgt'}={given!r} alone does not say the other language: give both src and "
-                         f"tgt (--src and --tgt); only {' and '.join(LANGS)} pair by default")
+        raise ValueError(f"{'src' if src else 'tgt'}={given!r} alone does not say the other "
+                         f"language: give both src and tgt (--src and --tgt); only "
+                         f"{' and '.join(LANGS)} pair by default")
     partner = LANGS[1 - LANGS.index(given)]
     return (src, partner) if src else (partner, tgt)
 
@@ -326,10 +338,51 @@ def check_direction(src: str, tgt: str): # language codes, e.g. "de", "en"
         raise ValueError(f"cannot translate {src}→{tgt}: this data pairs {' and '.join(LANGS)} "
                          f"(translate de→en or en→de)")
 
+def direction_of(extra: dict|None,                      # a checkpoint's extra: src, tgt, vocab
+                 src: str|None=None, tgt: str|None=None, # asked for (None: what the extra says)
+                ) -> tuple[str, str]:                   # (source, target)
+    "A run's direction: the arguments, else the extra's src/tgt, else its vocab's, else the rule."
+    extra = extra or {}
+    vocab = extra.get("vocab") or {}
+    return default_direction(src or extra.get("src") or vocab.get("src_lang"),
+                             tgt or extra.get("tgt") or vocab.get("tgt_lang"))
+
+def check_same_direction(have: tuple[str, str],        # what the model translates
+                         src: str|None, tgt: str|None,  # what was asked for (None: anything)
+                         where):                        # the model, named in the error
+    "Refuse to use a model the other way round: asking en→de of a de→en model is an error."
+    if (src is None or src == have[0]) and (tgt is None or tgt == have[1]): return
+    try: want = default_direction(src, tgt)             # what was meant: the one rule
+    except ValueError: want = (src or "?", tgt or "?")  # one language that pairs with no default
+    s, t = want
+    raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {s}→{t}; use a model trained "
+                     f"{s}→{t} (train one with src={s!r}, tgt={t!r})")
+
+# %% ../nbs/13_data.ipynb #94d0a6f2
+def load_split(split: str,                               # "train", "val", "test_2016_flickr", ...
+               data_dir: str|os.PathLike|None=None,      # see `resolve_data_dir`
+               max_pairs: int|None=None,                 # keep only the first `max_pairs` pairs
+               download: bool=True,                      # fill the cache when files are missing
+               src: str|None=None,                       # source language, "de" or "en"
+               tgt: str|None=None,                       # target language (see `default_direction`)
+              ) -> list[tuple[str, str]]:                # (source, target) sentence pairs
+    "A split of Multi30k, `tatoeba`, or another folder (e.g. `SAMPLE_DIR`) as raw sentence pairs."
+    src, tgt = default_direction(src, tgt)
+    check_direction(src, tgt)
+    folder = ensure_splits([split], data_dir, download)
+    pairs = read_parallel(*split_files(split, folder))
+    if split == TATOEBA:                                 # every TATOEBA_EVERY-th pair
+        if len(pairs) != TATOEBA_LINES:
+            raise ValueError(f"{split_files(split, folder)[0]} has {len(pairs)} lines; the Tatoeba "
+                             f"test set v2021-08-07 has {TATOEBA_LINES}")
+        pairs = pairs[::TATOEBA_EVERY]
+    if (src, tgt) != LANGS: pairs = [(t, s) for s, t in pairs]
+    return pairs[:max_pairs] if max_pairs else pairs
+
 # %% ../nbs/13_data.ipynb #c81e6a09
 def available_test_splits(data_dir: str|os.PathLike|None=None, # see `resolve_data_dir`
                          ) -> list[str]:  # in order: TEST_SPLITS present, then "tatoeba" if present
-    "The test splits a job can score: those present in a data root, or all of them in the download cache."
+    "The test splits a job can score: those present in a data root, or all of them in the cache."
     folder, is_cache = resolve_data_dir(data_dir)
     if is_cache: return [*TEST_SPLITS, TATOEBA]
     found = [s for s in (*TEST_SPLITS, TATOEBA) if split_files(s, folder) is not None]
@@ -343,33 +396,39 @@ def corpus_file(prefix: str|os.PathLike, # e.g. "data/train" for data/train.de a
     "One side of a corpus given by its prefix: `PREFIX.LANG` (plain text) or `PREFIX.LANG.gz`."
     for p in (Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")):
         if p.is_file(): return p
-    raise FileNotFoundError(f"{prefix}.{lang}: no such file (nor {prefix}.{lang}.gz); a corpus prefix PREFIX names "
-                            f"the line-aligned files PREFIX.SRC and PREFIX.TGT, plain or gzipped")
+    raise FileNotFoundError(f"{prefix}.{lang}: no such file (nor {prefix}.{lang}.gz); a corpus "
+                            f"prefix PREFIX names the line-aligned files PREFIX.SRC and "
+                            f"PREFIX.TGT, plain or gzipped")
 
 # %% ../nbs/13_data.ipynb #afd4ec17
 def read_corpus(prefix: str|os.PathLike,  # PREFIX of PREFIX.SRC and PREFIX.TGT (each plain or .gz)
                 src: str, tgt: str,        # language codes: the files' suffixes
                 max_pairs: int|None=None,  # stop after this many pairs (the rest is not read)
-                skipped: list|None=None,   # a list: leave out pairs with a blank side, adding "FILE line N" of each
+                skipped: list|None=None,   # a list: skip pairs with a blank side, add "FILE line N"
                ) -> list[tuple[str, str]]: # (source, target) sentence pairs
-    "Read a parallel corpus once, line by line, into one list of pairs; errors name the file and line."
+    "Read a parallel corpus once, line by line, into pairs; errors name the file and line."
     paths = corpus_file(prefix, src), corpus_file(prefix, tgt)
     its, pairs, n = [iter_lines(p) for p in paths], [], 0   # n: lines read from each file
     while max_pairs is None or len(pairs) < max_pairs:
         a, b = next(its[0], None), next(its[1], None)
         if a is None or b is None: break
         n += 1
-        if skipped is not None and not (a[1].strip() and b[1].strip()):   # blank or only whitespace: nothing to learn
-            skipped.append(f"{paths[0] if not a[1].strip() else paths[1]} line {n}"); continue
+        if skipped is not None and not (a[1].strip() and b[1].strip()):   # nothing to learn
+            skipped.append(f"{paths[0] if not a[1].strip() else paths[1]} line {n}")
+            continue
         pairs.append((a[1], b[1]))
     else: return pairs                                     # max_pairs reached: the rest is not read
-    if a is None and b is None and pairs: return pairs
-    if a is None and b is None and n: raise ValueError(f"{paths[0]}: each of its {n} lines or its partner in {paths[1]} is blank")
-    if a is None and b is None: raise ValueError(f"{paths[0]}, line 1: the file is empty (and so is {paths[1]})")
+    if a is None and b is None:                            # both ended together
+        if pairs: return pairs
+        if n:
+            raise ValueError(f"{paths[0]}: each of its {n} lines or its partner in {paths[1]} "
+                             f"is blank")
+        raise ValueError(f"{paths[0]}, line 1: the file is empty (and so is {paths[1]})")
     longer, shorter, rest = (paths[0], paths[1], its[0]) if a else (paths[1], paths[0], its[1])
     if not n: raise ValueError(f"{shorter}, line 1: the file is empty, but {longer} is not")
-    raise ValueError(f"{longer}, line {n + 1}: {shorter} ends at line {n}, {longer} has {n + 1 + sum(1 for _ in rest)} lines; "
-                     f"the two files of a parallel corpus must be line-aligned")
+    raise ValueError(f"{longer}, line {n + 1}: {shorter} ends at line {n}, {longer} has "
+                     f"{n + 1 + sum(1 for _ in rest)} lines; the two files of a parallel corpus "
+                     f"must be line-aligned")
 
 def skipped_note(where: Sequence[str], # "FILE line N" of each pair `read_corpus` left out
                  shown: int=5,         # how many to name
@@ -381,9 +440,9 @@ def skipped_note(where: Sequence[str], # "FILE line N" of each pair `read_corpus
 # %% ../nbs/13_data.ipynb #1b9f6963
 @dataclass
 class Corpus:
-    "Where a run's sentence pairs come from: Multi30k in a data root, or your own files `PREFIX.LANG[.gz]`."
+    "Where a run's sentence pairs come from: Multi30k in a data root, or files `PREFIX.LANG[.gz]`."
     kind: str = "multi30k"       # "multi30k" or "files"
-    data_dir: str|None = None    # multi30k: the data root (None: $ANNOTATED_TRANSFORMER_DATA, else the cache)
+    data_dir: str|None = None    # multi30k: the data root (None: see `resolve_data_dir`)
     train: str|None = None       # files: prefix of the training files
     valid: str|None = None       # files: prefix of the validation files (the split "val")
     test: tuple = ()             # files: prefixes of test sets
@@ -395,12 +454,12 @@ class Corpus:
         return cls("files", None, ab(train), ab(valid), tuple(ab(p) for p in test))
 
     def resolved(self) -> Corpus:
-        "Multi30k: the data root found now (argument or env var) as an absolute path, None for the download cache; files: unchanged."
+        "Multi30k: the data root found now, absolute (None: the download cache); files: unchanged."
         if self.kind != "multi30k": return self
         folder, is_cache = resolve_data_dir(self.data_dir)
         return Corpus(data_dir=None if is_cache else str(folder.absolute()))
 
-    def prefixes(self) -> dict[str, str]: # split name -> prefix ("train", "val", then the test sets)
+    def prefixes(self) -> dict[str, str]: # split -> prefix ("train", "val", then the test sets)
         out = {"train": self.train, "val": self.valid}
         for p in self.test: out[p if Path(p).name in out else Path(p).name] = p
         return out
@@ -413,41 +472,50 @@ class Corpus:
     def to_dict(self) -> dict: return {**asdict(self), "test": list(self.test)}
     @classmethod
     def from_dict(cls, d: dict) -> Corpus:
-        if d.get("kind") not in ("multi30k", "files"): raise ValueError(f"not a recorded corpus: {d}")
+        if d.get("kind") not in ("multi30k", "files"):
+            raise ValueError(f"not a recorded corpus: {d}")
         return dataclass_from_dict(cls, {**d, "test": tuple(d.get("test", ()))}, "corpus")
 
 # %% ../nbs/13_data.ipynb #a556254b
-def _corpus_paths(self, split: str, src: str, tgt: str) -> tuple[Path, Path]:
+@patch
+def paths(self: Corpus, split: str, src: str, tgt: str) -> tuple[Path, Path]:
     "The (source, target) files of `split`, for messages that name them."
     if self.kind == "multi30k":
         f = split_files(split, ensure_splits([split], self.data_dir))
         return f if (src, tgt) == LANGS else f[::-1]
-    if split not in self.prefixes(): raise ValueError(f"this corpus has no split {split!r}; it has {', '.join(self.prefixes())}")
+    if split not in self.prefixes():
+        raise ValueError(f"this corpus has no split {split!r}; it has {', '.join(self.prefixes())}")
     return corpus_file(self.prefixes()[split], src), corpus_file(self.prefixes()[split], tgt)
 
-def _corpus_check(self, splits: Iterable[str], src: str, tgt: str):
-    "All files of `splits` are there (Multi30k: downloaded if missing); one error names every missing file."
-    if self.kind == "multi30k": check_direction(src, tgt); ensure_splits(splits, self.data_dir); return
-    if src == tgt: raise ValueError(f"--src and --tgt are both {src!r}: a corpus pairs two languages")
+@patch
+def check(self: Corpus, splits: Iterable[str], src: str, tgt: str):
+    "All files of `splits` are there (Multi30k: downloaded if missing); one error names each missing."
+    if self.kind == "multi30k":
+        check_direction(src, tgt)
+        ensure_splits(splits, self.data_dir)
+        return
+    if src == tgt:
+        raise ValueError(f"--src and --tgt are both {src!r}: a corpus pairs two languages")
     missing = []
     for s in dict.fromkeys(splits):
         try: self.paths(s, src, tgt)
         except FileNotFoundError as e: missing.append(str(e).split(";")[0])
-    if missing: raise FileNotFoundError("; ".join(missing) + "; a corpus prefix PREFIX names PREFIX.SRC and PREFIX.TGT, plain or .gz")
+    if missing:
+        raise FileNotFoundError("; ".join(missing) + "; a corpus prefix PREFIX names PREFIX.SRC "
+                                "and PREFIX.TGT, plain or .gz")
 
-def _corpus_pairs(self, split: str, src: str, tgt: str, max_pairs: int|None=None,
-                  skipped: list|None=None,   # your files: see `read_corpus` (Multi30k, checked by sha256, has no blank line)
-                 ) -> list[tuple[str, str]]:
+@patch
+def pairs(self: Corpus, split: str, src: str, tgt: str, max_pairs: int|None=None,
+          skipped: list|None=None,   # your files: see `read_corpus` (Multi30k has no blank line)
+         ) -> list[tuple[str, str]]:
     "The (source, target) sentence pairs of `split`."
     if self.kind == "multi30k": return load_split(split, self.data_dir, max_pairs, src=src, tgt=tgt)
     self.paths(split, src, tgt)
     return read_corpus(self.prefixes()[split], src, tgt, max_pairs, skipped)
 
-Corpus.paths, Corpus.check, Corpus.pairs = _corpus_paths, _corpus_check, _corpus_pairs   # reading, added to the record above
-
 # %% ../nbs/13_data.ipynb #a9321821
 SPACE = "▁"            # marks a token that had whitespace before it
-NORMAL_FORM = "NFC"    # the Unicode form all text is put in before tokenizing (words here, BPE in `train_bpe`)
+NORMAL_FORM = "NFC"    # the Unicode form of all text before tokenizing (words; BPE: `train_bpe`)
 
 @functools.cache
 def spacy_tokenizer(lang: str): # "de", "en", ... any language spaCy has rules for
@@ -458,7 +526,9 @@ def spacy_tokenizer(lang: str): # "de", "en", ... any language spaCy has rules f
 def _doc_tokens(doc) -> list[str]:
     out, space = [], False
     for t in doc:
-        if t.is_space: space = True; continue     # runs of extra whitespace become one space
+        if t.is_space:                            # runs of extra whitespace become one space
+            space = True
+            continue
         out.append(SPACE + t.text if space and out else t.text)
         space = bool(t.whitespace_)
     return out
@@ -470,8 +540,9 @@ def _tokenize_cached(lang: str, texts: tuple[str, ...]) -> tuple[tuple[str, ...]
 def word_tokenize(texts: Sequence[str], # sentences
                   lang: str,            # spaCy language code
                  ) -> list[list[str]]:  # tokens; "▁" prefixes a token that followed a space
-    "Reversible spaCy tokenization of a corpus, in Unicode NFC first (memoized: each corpus is tokenized once)."
-    return [list(t) for t in _tokenize_cached(lang, tuple(unicodedata.normalize(NORMAL_FORM, s) for s in texts))]
+    "Reversible spaCy tokenization, in Unicode NFC first (memoized: each corpus is tokenized once)."
+    nfc = tuple(unicodedata.normalize(NORMAL_FORM, s) for s in texts)
+    return [list(t) for t in _tokenize_cached(lang, nfc)]
 
 def detokenize(tokens: Iterable[str], # tokens from `word_tokenize`
               ) -> str:
@@ -495,7 +566,8 @@ class Vocab:
     def __init__(self, itos: Sequence[str]): # all tokens in id order, starting with SPECIAL_TOKENS
         itos = list(itos)
         if tuple(itos[:len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
-            raise ValueError(f"a vocabulary must start with {SPECIAL_TOKENS}, got {tuple(itos[:4])}")
+            got = tuple(itos[:4])
+            raise ValueError(f"a vocabulary must start with {SPECIAL_TOKENS}, got {got}")
         if len(set(itos)) != len(itos): raise ValueError("a vocabulary must not repeat tokens")
         self.itos, self.stoi = itos, {t: i for i, t in enumerate(itos)}
 
@@ -506,7 +578,8 @@ class Vocab:
              ) -> Vocab:
         "Count tokens and keep the frequent ones."
         counts = Counter(t for sent in corpus for t in sent)
-        words = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIAL_TOKENS), key=lambda t: (-counts[t], t))
+        kept = (t for t, c in counts.items() if c >= min_freq and t not in SPECIAL_TOKENS)
+        words = sorted(kept, key=lambda t: (-counts[t], t))   # ties: alphabetical
         if max_size is not None: words = words[:max(0, max_size - len(SPECIAL_TOKENS))]
         return cls([*SPECIAL_TOKENS, *words])
 
@@ -530,17 +603,28 @@ class Vocab:
 # %% ../nbs/13_data.ipynb #e93e30bf
 VOCAB_FORMAT = "annotated_transformer.vocab/1"
 
+def _codec_header(codec) -> dict:
+    "What every stored vocabulary starts with: its format, kind and direction."
+    return {"format": VOCAB_FORMAT, "kind": codec.kind, "src_lang": codec.src_lang,
+            "tgt_lang": codec.tgt_lang}
+
 class WordCodec:
     "spaCy word tokens + separate source/target `Vocab`s built from training data."
     kind, shared = "word", False
-    def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab, src_lang: str="de", tgt_lang: str="en"):
-        self.src_vocab, self.tgt_vocab, self.src_lang, self.tgt_lang = src_vocab, tgt_vocab, src_lang, tgt_lang
+    def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab,
+                 src_lang: str|None=None, tgt_lang: str|None=None): # see `default_direction`
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.src_lang, self.tgt_lang = default_direction(src_lang, tgt_lang)
 
     @classmethod
     def build(cls, pairs: Sequence[tuple[str, str]], # training (source, target) sentences
-              min_freq: int=2, src_lang: str="de", tgt_lang: str="en") -> WordCodec:
+              min_freq: int=2,                       # drop tokens seen fewer times
+              src_lang: str|None=None, tgt_lang: str|None=None, # see `default_direction`
+             ) -> WordCodec:
         "Vocabularies from the training pairs."
-        src, tgt = word_tokenize([s for s, _ in pairs], src_lang), word_tokenize([t for _, t in pairs], tgt_lang)
+        src_lang, tgt_lang = default_direction(src_lang, tgt_lang)
+        src = word_tokenize([s for s, _ in pairs], src_lang)
+        tgt = word_tokenize([t for _, t in pairs], tgt_lang)
         return cls(Vocab.build(src, min_freq), Vocab.build(tgt, min_freq), src_lang, tgt_lang)
 
     @property
@@ -559,44 +643,48 @@ class WordCodec:
         unk = SPECIAL_TOKENS[UNK_IDX]
         return detokenize(SPACE + t if t == unk else t for t in self.tgt_vocab.decode(ids))
     def to_dict(self) -> dict:
-        return {"format": VOCAB_FORMAT, "kind": self.kind, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
-                "src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()}
+        vocabs = {"src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()}
+        return {**_codec_header(self), **vocabs}
     @classmethod
     def from_dict(cls, d):
-        return cls(Vocab.from_dict(d["src"]), Vocab.from_dict(d["tgt"]), d["src_lang"], d["tgt_lang"])
+        src, tgt = Vocab.from_dict(d["src"]), Vocab.from_dict(d["tgt"])
+        return cls(src, tgt, d["src_lang"], d["tgt_lang"])
 
 # %% ../nbs/13_data.ipynb #89fb0d71
 def train_bpe(pairs: Sequence[tuple[str, str]], # training (source, target) sentences
-              vocab_size: int=8000,             # merges stop when the joint vocabulary has this many ids
+              vocab_size: int=8000,        # merges stop when the joint vocabulary has this many ids
               min_freq: int=2,                  # a merge must be seen this often
-             ):                                 # a `tokenizers.Tokenizer` with SPECIAL_TOKENS at ids 0-3
-    "Joint BPE merges learned on both sides of the training pairs (§5.1), words split at spaces and punctuation first."
+             ):                            # a `tokenizers.Tokenizer` with SPECIAL_TOKENS at ids 0-3
+    "Joint BPE merges learned on both sides of the training pairs (§5.1), punctuation split off."
     from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders, normalizers
     tok = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS[UNK_IDX]))
-    tok.normalizer = normalizers.NFC()                                 # NORMAL_FORM, stored with the tokenizer
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation("isolated")])
+    tok.normalizer = normalizers.NFC()                                 # NORMAL_FORM, stored with it
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(),
+                                                 pre_tokenizers.Punctuation("isolated")])
     tok.decoder = decoders.Metaspace()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_freq,
                                   special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-    both = itertools.chain((s for s, _ in pairs), (t for _, t in pairs))   # all sources, then all targets: no copy
+    both = itertools.chain((s for s, _ in pairs), (t for _, t in pairs))   # sources, then targets
     tok.train_from_iterator(both, trainer, length=2 * len(pairs))
     return tok
 
 # %% ../nbs/13_data.ipynb #b25de9c6
 class BPECodec:
-    "Joint byte-pair-encoding vocabulary shared by source and target (§5.1), via Hugging Face `tokenizers`."
+    "Joint byte-pair-encoding vocabulary of source and target (§5.1), by Hugging Face `tokenizers`."
     kind, shared = "bpe", True
-    def __init__(self, tokenizer, # a `tokenizers.Tokenizer` whose first ids are SPECIAL_TOKENS
-                 src_lang: str="de", tgt_lang: str="en"): # the direction it was built for
+    def __init__(self, tokenizer,  # a `tokenizers.Tokenizer` whose first ids are SPECIAL_TOKENS
+                 src_lang: str|None=None, tgt_lang: str|None=None): # see `default_direction`
         for i, t in enumerate(SPECIAL_TOKENS):
-            if tokenizer.token_to_id(t) != i: raise ValueError(f"BPE tokenizer must have {t!r} at id {i}")
-        self.tokenizer, self.src_lang, self.tgt_lang = tokenizer, src_lang, tgt_lang
+            if tokenizer.token_to_id(t) != i:
+                raise ValueError(f"BPE tokenizer must have {t!r} at id {i}")
+        self.tokenizer = tokenizer
+        self.src_lang, self.tgt_lang = default_direction(src_lang, tgt_lang)
 
     @classmethod
     def build(cls, pairs: Sequence[tuple[str, str]], # training (source, target) sentences
-              vocab_size: int=8000,                  # merges stop when the joint vocabulary has this many ids
-              min_freq: int=2,                        # a merge must be seen this often
-              src_lang: str="de", tgt_lang: str="en", # the direction (recorded, checked when translating)
+              vocab_size: int=8000,        # merges stop when the joint vocabulary has this many ids
+              min_freq: int=2,                       # a merge must be seen this often
+              src_lang: str|None=None, tgt_lang: str|None=None, # see `default_direction`
              ) -> BPECodec:
         "Learn joint BPE merges on both sides of the training pairs (`train_bpe`)."
         return cls(train_bpe(pairs, vocab_size, min_freq), src_lang, tgt_lang)
@@ -612,39 +700,40 @@ class BPECodec:
     def decode_tgt(self, ids: Iterable[int]) -> str:
         "Ids → detokenized text (stops at EOS; `<unk>` stays visible)."
         return self.tokenizer.decode(sentence_ids(ids), skip_special_tokens=False).strip()
-    def to_dict(self) -> dict:
-        return {"format": VOCAB_FORMAT, "kind": self.kind, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
-                "tokenizer": self.tokenizer.to_str()}
+    def to_dict(self) -> dict: return {**_codec_header(self), "tokenizer": self.tokenizer.to_str()}
     @classmethod
-    def from_dict(cls, d): # a vocabulary stored before directions were recorded is de→en
+    def from_dict(cls, d):
         from tokenizers import Tokenizer
-        return cls(Tokenizer.from_str(d["tokenizer"]), d.get("src_lang", "de"), d.get("tgt_lang", "en"))
+        return cls(Tokenizer.from_str(d["tokenizer"]), d["src_lang"], d["tgt_lang"])
 
 # %% ../nbs/13_data.ipynb #666d5698
 def codec_from_dict(d: dict,                # `codec.to_dict()`, e.g. a checkpoint's extra["vocab"]
-                    config: dict|None=None, # the checkpoint's model config, to check the vocabulary sizes
+                    config: dict|None=None, # the checkpoint's model config: checks the sizes
                    ) -> WordCodec|BPECodec:
     "Rebuild a codec from its stored form, checking format, kind and sizes."
     if not isinstance(d, dict) or d.get("format") != VOCAB_FORMAT:
-        raise ValueError(f"not a stored vocabulary (expected format {VOCAB_FORMAT!r}, got "
-                         f"{d.get('format') if isinstance(d, dict) else type(d).__name__!r})")
+        got = d.get("format") if isinstance(d, dict) else type(d).__name__
+        raise ValueError(f"not a stored vocabulary (expected format {VOCAB_FORMAT!r}, got {got!r})")
     kinds = {"word": WordCodec, "bpe": BPECodec}
-    if d.get("kind") not in kinds: raise ValueError(f"unknown vocabulary kind {d.get('kind')!r}; expected 'word' or 'bpe'")
+    if d.get("kind") not in kinds:
+        raise ValueError(f"unknown vocabulary kind {d.get('kind')!r}; expected 'word' or 'bpe'")
     try: codec = kinds[d["kind"]].from_dict(d)
-    except Exception as e:                             # KeyError, TypeError, the tokenizers library's own Exception
-        raise ValueError(f"the stored {d['kind']} vocabulary is unreadable ({type(e).__name__}: {e})") from None
+    except Exception as e:                   # KeyError, TypeError, the tokenizers library's own
+        why = f"{type(e).__name__}: {e}"
+        raise ValueError(f"the stored {d['kind']} vocabulary is unreadable ({why})") from None
     if config is not None:
         got = (codec.src_vocab_size, codec.tgt_vocab_size)
         want = (config.get("src_vocab_size"), config.get("tgt_vocab_size"))
         if got != want:
-            raise ValueError(f"the stored vocabulary has sizes (src, tgt) = {got} but the model was built for {want}")
+            raise ValueError(f"the stored vocabulary has sizes (src, tgt) = {got} but the model "
+                             f"was built for {want}")
     return codec
 
 def build_codec(pairs: Sequence[tuple[str, str]], # training pairs (never validation or test)
                 bpe: bool=False,                   # joint BPE instead of word vocabularies
                 min_freq: int=2,                   # see `Vocab.build` / `BPECodec.build`
                 bpe_vocab_size: int=8000,          # joint BPE vocabulary size
-                src_lang: str="de", tgt_lang: str="en", # the direction of `pairs`
+                src_lang: str|None=None, tgt_lang: str|None=None, # the direction of `pairs`
                ) -> WordCodec|BPECodec:
     "The text pipeline for a training run; it records its direction."
     if bpe: return BPECodec.build(pairs, bpe_vocab_size, min_freq, src_lang, tgt_lang)
@@ -653,9 +742,9 @@ def build_codec(pairs: Sequence[tuple[str, str]], # training pairs (never valida
 # %% ../nbs/13_data.ipynb #2601bf3b
 def encode_pairs(codec, # a `WordCodec` or `BPECodec`
                  pairs: Sequence[tuple[str, str]], # (source, target) sentences
-                 max_tokens: int|None=None,        # truncate each side to this many ids (BOS and EOS included)
-                ) -> list[tuple[torch.Tensor, torch.Tensor]]: # (src_ids, tgt_ids), each (len,) int64 with BOS … EOS
-    "Tokenize a corpus once and turn it into `(src, tgt)` id tensors with BOS and EOS."
+                 max_tokens: int|None=None,        # cut each side to this many ids (with BOS, EOS)
+                ) -> list[tuple[torch.Tensor, torch.Tensor]]: # (src_ids, tgt_ids), (len,) int64
+    "Tokenize a corpus once and turn it into `(src, tgt)` id tensors, each `<s> … </s>`."
     src, tgt = codec.encode_src([s for s, _ in pairs]), codec.encode_tgt([t for _, t in pairs])
     def wrap(ids):
         ids = [BOS_IDX, *ids, EOS_IDX]
@@ -665,44 +754,51 @@ def encode_pairs(codec, # a `WordCodec` or `BPECodec`
 
 # %% ../nbs/13_data.ipynb #6812198c
 class PackedPairs(Sequence):
-    "A corpus's (src, tgt) id sequences in two flat `int32` buffers with offsets; item i is the `int64` tensor pair."
-    def __init__(self, src: torch.Tensor, src_off: torch.Tensor, # (src tokens,) int32 ids; (n + 1,) int64 offsets
+    "A corpus's (src, tgt) ids in flat `int32` buffers with offsets; item i: the `int64` pair."
+    def __init__(self, src: torch.Tensor, src_off: torch.Tensor, # (tokens,) int32; (n + 1,) int64
                  tgt: torch.Tensor, tgt_off: torch.Tensor):      # the same for the targets
         self.src, self.src_off, self.tgt, self.tgt_off = src, src_off, tgt, tgt_off
     def __len__(self): return len(self.src_off) - 1
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]: # (src_len,), (tgt_len,) int64, <s> … </s>
-        if not -len(self) <= i < len(self): raise IndexError(f"index {i} out of range for {len(self)} pairs")
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]: # (src_len,), (tgt_len,)
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"index {i} out of range for {len(self)} pairs")
         i %= len(self)
         (s0, s1), (t0, t1) = self.src_off[i:i + 2].tolist(), self.tgt_off[i:i + 2].tolist()
         return self.src[s0:s1].long(), self.tgt[t0:t1].long()
     def __iter__(self): return (self[i] for i in range(len(self)))
     @property
-    def nbytes(self) -> int: return sum(t.numel() * t.element_size() for t in (self.src, self.src_off, self.tgt, self.tgt_off))
+    def nbytes(self) -> int:
+        buffers = (self.src, self.src_off, self.tgt, self.tgt_off)
+        return sum(t.numel() * t.element_size() for t in buffers)
 
 # %% ../nbs/13_data.ipynb #3063b962
-def _pack(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]: # one chunk -> (flat int32 ids, lengths)
-    return torch.tensor([t for x in ids for t in x], dtype=torch.int32), torch.tensor([len(x) for x in ids], dtype=torch.long)
+def _pack(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]: # -> (flat int32 ids, lengths)
+    flat = torch.tensor([t for x in ids for t in x], dtype=torch.int32)
+    return flat, torch.tensor([len(x) for x in ids], dtype=torch.long)
 
-def _join(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]: # -> (flat ids, offsets)
+def _join(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    "Packed chunks → (flat ids, offsets)."
     flat = torch.cat([f for f, _ in chunks]) if chunks else torch.zeros(0, dtype=torch.int32)
     lens = torch.cat([l for _, l in chunks]) if chunks else torch.zeros(0, dtype=torch.long)
     return flat, torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)])
 
 def encode_corpus(codec,                                # a `WordCodec` or `BPECodec`
                   pairs: Sequence[tuple[str, str]],     # (source, target) sentences
-                  max_len: int|None=None,               # the model's maximum length (BOS and EOS included): longer is an error
-                  files: tuple=("source", "target"),    # the two sides' files, named in errors (line = index + 1)
+                  max_len: int|None=None,               # the model's maximum length (with BOS, EOS)
+                  files: tuple=("source", "target"),    # the two sides' files, named in errors
                   chunk: int=10_000,                    # sentences encoded at a time
                  ) -> PackedPairs:
-    "`encode_pairs` for a large corpus: chunk by chunk into flat buffers; a sentence over `max_len` is refused, naming its file and line."
+    "`encode_pairs` for a large corpus, chunk by chunk; a sentence over `max_len` is an error."
     sides = ([], [])
     for start in range(0, len(pairs), chunk):
         part = pairs[start:start + chunk]
         for side, encode in enumerate((codec.encode_src, codec.encode_tgt)):
             ids = [[BOS_IDX, *x, EOS_IDX] for x in encode([p[side] for p in part])]
-            long = next((k for k, x in enumerate(ids) if max_len is not None and len(x) > max_len), None)
-            if long is not None:
-                raise ValueError(f"{files[side]}, line {start + long + 1}: {len(ids[long])} tokens with <s> and </s>, more than "
-                                 f"the model's maximum of {max_len}; remove or split that line and its partner")
-            sides[side].append(_pack(ids))                 # packed at once: no corpus-sized lists of Python ints
+            too_long = (k for k, x in enumerate(ids) if max_len is not None and len(x) > max_len)
+            long = next(too_long, None)
+            if long is not None:       # line = index + 1
+                raise ValueError(f"{files[side]}, line {start + long + 1}: {len(ids[long])} tokens "
+                                 f"with <s> and </s>, more than the model's maximum of {max_len}; "
+                                 f"remove or split that line and its partner")
+            sides[side].append(_pack(ids))           # packed at once: no corpus-sized lists of ints
     return PackedPairs(*_join(sides[0]), *_join(sides[1]))

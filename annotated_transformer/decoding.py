@@ -7,6 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
 import math, sys
+from dataclasses import dataclass
 from typing import Sequence
 import torch
 from torch import nn
@@ -15,58 +16,52 @@ from .encoder_decoder import KVCache
 from .model import greedy_decode
 from .data import sentence_ids
 
-
 # %% auto #0
-__all__ = ['length_normalization', 'search_limits', 'beam_search', 'fast_beam_search', 'decode_corpus']
+__all__ = ['length_normalization', 'search_limits', 'beam_search', 'SearchLevers', 'fast_beam_search', 'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
-                   length_penalty: float=0.6,          # α; 0 disables the penalty
-                  ) -> float|torch.Tensor:
+                         length_penalty: float=0.6, # α; 0 disables the penalty
+                        ) -> float|torch.Tensor:
     "GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, used in §6.1)."
     return ((5 + length) / 6) ** length_penalty
 
 # %% ../nbs/14_decoding.ipynb #05c97eaf
-def search_limits(model: nn.Module,         # the model; its `config.max_len` (positional table) caps the output
+def search_limits(model: nn.Module,         # its `config.max_len` (positional table) caps output
                   src_mask: torch.Tensor,   # (batch, 1, 1, src_len) bool, True = real token
-                  max_new_tokens: int|None=None,   # generated tokens at most; None: source length + `extra_len`
+                  max_new_tokens: int|None=None, # tokens at most; None: source length + extra_len
                   extra_len: int=50,        # §6.1: input length + 50
-                 ) -> torch.Tensor:         # (batch,) int64 maximum output length per sentence, EOS included
+                 ) -> torch.Tensor:         # (batch,) int64 maximum output length, EOS included
     "The step at which each sentence's search stops at the latest (§6.1: input length + 50)."
-    if max_new_tokens is not None and max_new_tokens < 1: raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     B = src_mask.shape[0]
-    limit = src_mask.reshape(B, -1).sum(-1) + extra_len if max_new_tokens is None else torch.full((B,), max_new_tokens, device=src_mask.device)
-    cap = getattr(getattr(model, "config", None), "max_len", None)        # the positional table's length
+    if max_new_tokens is None: limit = src_mask.reshape(B, -1).sum(-1) + extra_len
+    else: limit = torch.full((B,), max_new_tokens, device=src_mask.device)
+    cap = getattr(getattr(model, "config", None), "max_len", None)   # the positional table's length
     return limit if cap is None else limit.clamp(max=cap)
 
 # %% ../nbs/14_decoding.ipynb #f42f9cb1
-def _candidates(scores: torch.Tensor, # (b, k) total log-prob of each live beam
-                logp: torch.Tensor,   # (b·k, vocab) next-token log-probs of each live beam
+def _candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
+                logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
                 K: int,               # beam size
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # (b, 2K) each: total log-prob, parent beam, token; best first
-    "The 2K best one-token extensions of each sentence's live beams."
-    b, k, V = *scores.shape, logp.shape[-1]
-    cand = (scores.reshape(b * k, 1) + logp).reshape(b, k * V)        # (b, k·vocab) total log-prob of each extension
-    top, idx = cand.topk(min(2 * K, k * V), dim=1)                    # (b, 2K) best first
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # (b, 2K) each, best first
+    "The 2K best one-token extensions of each sentence's live beams: total log-prob, parent, token."
+    b, n_live, V = *scores.shape, logp.shape[-1]
+    cand = (scores.reshape(b * n_live, 1) + logp).reshape(b, n_live * V)  # (b, n_live·vocab)
+    top, idx = cand.topk(min(2 * K, n_live * V), dim=1)                    # (b, 2K) best first
     return top, idx // V, idx % V
 
-def _best_finished(finished: list[list], pad_idx: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
-    "Each sentence's finished hypothesis with the best normalised score (the first, on a tie), padded into one tensor."
-    best = [max(f, key=lambda x: x[0]) for f in finished]
-    out = torch.full((len(best), max(len(h) for _, h in best)), pad_idx, dtype=torch.long, device=dev)
-    for i, (_, h) in enumerate(best): out[i, :len(h)] = torch.tensor(h, dtype=torch.long)
-    return out, torch.tensor([s for s, _ in best], device=dev)
-
 # %% ../nbs/14_decoding.ipynb #5a734d64
-def _collect_finished(finished: list[list],   # per sentence: (normalised score, tokens), appended to
+def _collect_finished(finished: list[list],   # per sentence: (normalised score, tokens), grown
                       active: list[int],      # the sentence of each row group
                       seqs: torch.Tensor,     # (b·K, step) live beams, BOS first
-                      top, parent, tok, is_eos, # (b, 2K) the best candidates and where they come from
+                      top, parent, tok, is_eos, # (b, 2K) the best candidates, their origin
                       at_limit: list[bool],   # per row group: this step is the sentence's last
                       lp: float,              # length_normalization(step, α)
                       K: int,                 # beam size
                      ) -> list[int]:          # row groups whose sentence goes on
-    "Store the top-K candidates that end (EOS, or the length limit), in order, until a sentence has K; say who goes on."
+    "Store the top-K candidates that end (EOS, or the limit), in order, until a sentence has K."
     top_l, parent_l, tok_l, eos_l = top.tolist(), parent.tolist(), tok.tolist(), is_eos.tolist()
     keep = []
     for r, i in enumerate(active):
@@ -78,49 +73,98 @@ def _collect_finished(finished: list[list],   # per sentence: (normalised score,
         if not at_limit[r] and len(finished[i]) < K: keep.append(r)
     return keep
 
+def _stack_finished(finished: list[list], # per sentence: up to K (normalised score, tokens)
+                    K: int, pad_idx: int, dev,
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `_n_best` takes them
+    "The finished lists as tensors: (b, K, len) PAD-padded tokens, (b, K) lengths and scores."
+    L = max(len(h) for f in finished for _, h in f)
+    hyps = torch.full((len(finished), K, L), pad_idx, dtype=torch.long, device=dev)
+    lengths = torch.zeros(len(finished), K, dtype=torch.long, device=dev)
+    scores = torch.full((len(finished), K), -math.inf, dtype=torch.float64, device=dev)
+    for i, f in enumerate(finished):
+        for j, (s, h) in enumerate(f):
+            hyps[i, j, :len(h)], lengths[i, j], scores[i, j] = torch.tensor(h), len(h), s
+    return hyps, lengths, scores
+
+# %% ../nbs/14_decoding.ipynb #66526735
+def _beam_count(beam_size: int, n_best: int|None) -> int:
+    "K, the beams kept: `beam_size`, widened to `n_best` when that asks for more."
+    if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
+    if n_best is not None and n_best < 1: raise ValueError(f"n_best={n_best} must be at least 1")
+    return max(beam_size, n_best or 0)
+
+def _n_best(hyps: torch.Tensor,    # (b, K, len) int64 finished hypotheses, in finishing order
+            lengths: torch.Tensor, # (b, K) int64 tokens of each (0: an empty slot)
+            scores: torch.Tensor,  # (b, K) float64 normalised scores (-inf: an empty slot)
+            n_best: int|None,      # hypotheses per sentence; None: the best, without the n dim
+           ) -> tuple[torch.Tensor, torch.Tensor]: # ids (b, [n,] out_len); float32 scores (b, [n])
+    "Each sentence's `n_best` finished hypotheses, best first (a tie: the first finished)."
+    order = scores.sort(dim=1, descending=True, stable=True).indices[:, :n_best or 1]  # (b, n)
+    ids = hyps.gather(1, order[..., None].expand(-1, -1, hyps.shape[2]))           # (b, n, len)
+    ids, best = ids[..., :int(lengths.gather(1, order).max())], scores.gather(1, order).float()
+    return (ids, best) if n_best else (ids[:, 0], best[:, 0])
+
+def _no_sentences(n_best: int|None, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    "The answer for an empty batch: ids (0, [n,] 0), scores (0, [n])."
+    shape = (0,) if n_best is None else (0, n_best)
+    return torch.zeros(*shape, 0, dtype=torch.long, device=dev), torch.zeros(shape, device=dev)
+
 # %% ../nbs/14_decoding.ipynb #564094c9
 @torch.no_grad()
 def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transformer`) in eval mode
                 src: torch.Tensor,         # (batch, src_len) int64 source ids
                 src_mask: torch.Tensor,    # (batch, 1, 1, src_len) bool, True = real token
                 beam_size: int=4,          # K (§6.1: 4)
-                length_penalty: float=0.6,          # length-penalty α (§6.1: 0.6)
-                max_new_tokens: int|None=None,    # generated tokens at most; None: source length + `extra_len`
+                length_penalty: float=0.6, # length-penalty α (§6.1: 0.6)
+                max_new_tokens: int|None=None, # tokens at most; None: source length + extra_len
                 extra_len: int=50,         # §6.1: input length + 50
                 start_symbol: int=BOS_IDX,
                 end_symbol: int=EOS_IDX,
                 pad_idx: int=PAD_IDX,
-               ) -> tuple[torch.Tensor, torch.Tensor]: # (batch, out_len) int64 ids without BOS, ending in EOS then PAD; (batch,) scores
-    "Batched beam search with a KV cache and the GNMT length penalty (§6.1)."
-    if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
-    B, K, dev = src.shape[0], beam_size, src.device
-    if B == 0: return torch.zeros(0, 0, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
+                n_best: int|None=None,     # hypotheses per sentence, best first; None: the best one
+               ) -> tuple[torch.Tensor, torch.Tensor]: # ids (batch, [n,] out_len); (batch, [n])
+    "Batched beam search with a KV cache and the GNMT length penalty (§6.1); ids end in EOS, PAD."
+    K, B, dev = _beam_count(beam_size, n_best), src.shape[0], src.device
+    if B == 0: return _no_sentences(n_best, dev)
     limit = search_limits(model, src_mask, max_new_tokens, extra_len).tolist()
-    rows = torch.arange(B, device=dev).repeat_interleave(K)               # (batch·K,) sentence of each row
-    memory, mask = model.encode(src, src_mask)[rows], src_mask[rows]      # (batch·K, src_len, d_model), (batch·K, 1, 1, src_len)
+    # (batch·K,) sentence of each row
+    rows = torch.arange(B, device=dev).repeat_interleave(K)
+    memory, mask = model.encode(src, src_mask)[rows], src_mask[rows]    # (batch·K, src_len, …)
     cache = KVCache(len(model.decoder.layers))
-    seqs = torch.full((B * K, 1), start_symbol, dtype=torch.long, device=dev)  # live beams, BOS first
-    scores = torch.full((B, K), -math.inf, device=dev); scores[:, 0] = 0.0     # sum of log-probs; one live beam at first
-    finished, active, step = [[] for _ in range(B)], list(range(B)), 0    # per sentence: (normalised score, tokens)
+    # live beams, BOS first
+    seqs = torch.full((B * K, 1), start_symbol, dtype=torch.long, device=dev)
+    scores = torch.full((B, K), -math.inf, device=dev)                  # sum of log-probs
+    scores[:, 0] = 0.0                                                  # one live beam at first
+    # per sentence: (score, tokens)
+    finished, active, step = [[] for _ in range(B)], list(range(B)), 0
     while active:
         step, b = step + 1, len(active)
-        logp = model.generator(model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]).float()  # (b·K, vocab)
-        top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K) each: log-prob, beam it extends, token it adds
-        is_eos = tok == end_symbol
-        keep = _collect_finished(finished, active, seqs, top, parent, tok, is_eos,
-                                 [step >= limit[i] for i in active], length_normalization(step, length_penalty), K)
+        h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·K, d_model)
+        logp = model.generator(h).float()                                 # (b·K, vocab)
+        # (b, 2K): log-prob, beam it extends, token
+        top, parent, tok = _candidates(scores, logp, K)
+        is_eos, lp = tok == end_symbol, length_normalization(step, length_penalty)
+        at_limit = [step >= limit[i] for i in active]
+        keep = _collect_finished(finished, active, seqs, top, parent, tok, is_eos, at_limit, lp, K)
         if not keep: break
-        alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) the K best that do not end
+        # (b, K) the K best that go on
+        alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)
         kr = torch.tensor(keep, device=dev)
-        index = (kr[:, None] * K + parent.gather(1, pos)[kr]).reshape(-1) # (b'·K,) rows to keep, in new beam order
+        index = (kr[:, None] * K + parent.gather(1, pos)[kr]).reshape(-1)  # (b'·K,) new beam order
         cache.reorder(index)
         memory, mask = memory[index], mask[index]
-        seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)  # (b'·K, step + 1)
+        # (b'·K, step+1)
+        seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)
         scores, active = alive[kr], [active[r] for r in keep]
-    return _best_finished(finished, pad_idx, dev)
+    return _n_best(*_stack_finished(finished, K, pad_idx, dev), n_best)
 
 # %% ../nbs/14_decoding.ipynb #ef15a5fb
-_SPEED = dict(one_beam_start=True, lazy_cross=True)   # chapter 34's lever table turns each off in turn; the ids stay the same
+@dataclass(frozen=True)
+class SearchLevers:
+    "The exact speed levers of `fast_beam_search`: each can be switched off; the ids stay the same."
+    one_beam_start: bool=True # step 1 runs one `<s>` row per sentence instead of K alike ones
+    lazy_cross: bool=True     # cross-attention rows move only when sentences leave the batch
+    inference_mode: bool=True # `torch.inference_mode` instead of `torch.no_grad`
 
 def _reorder_rows(cache: KVCache, # a decoder's cache
                   part: str,      # "self_attn" or "src_attn"
@@ -132,130 +176,174 @@ def _reorder_rows(cache: KVCache, # a decoder's cache
         for name, t in d.items(): d[name] = t.index_select(0, index)
 
 def _record_finished(top: torch.Tensor,   # (b, K) the top-K candidates' total log-probs, best first
-                     ends: torch.Tensor,  # (b, K) bool: the candidate ends (EOS, or the sentence's length limit)
+                     ends: torch.Tensor,  # (b, K) bool: the candidate ends (EOS, or the limit)
                      n_fin: torch.Tensor, # (b,) int64 hypotheses each sentence has finished so far
-                     best: torch.Tensor,  # (b,) float64 the best normalised score so far (-inf: none)
                      lp: float,           # length_normalization(step, α)
                      K: int,              # beam size
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]: # n_fin, best, better (b,) bool, which (b,) candidate
-    "`_collect_finished` on tensors: the candidates stored (in order, until K), and whether their best beats the best so far."
+                    ) -> tuple[torch.Tensor, torch.Tensor]: # (b, K) int64 slots, float64 scores
+    "`_collect_finished` on tensors: each candidate's slot (K: not stored) and its score."
     ok = ends & (top > -math.inf)
-    ok = ok & (n_fin[:, None] + ok.cumsum(1) <= K)                   # stored only while the sentence has fewer than K
-    norm = torch.where(ok, top.double() / lp, -math.inf)             # float64, as the Python floats of `beam_search`
-    m, j = norm.max(1)                                               # the first best of this step
-    better = m > best                                                # strictly: an earlier one wins a tie, as `max` does
-    return n_fin + ok.sum(1), torch.where(better, m, best), better, j
+    slot = n_fin[:, None] + ok.cumsum(1) - 1                 # (b, K) the next free slot, in order
+    # stored while the sentence has fewer than K
+    slot = torch.where(ok & (slot < K), slot, K)
+    # float64, as `beam_search`'s Python floats
+    return slot, top.double() / lp
 
 # %% ../nbs/14_decoding.ipynb #1384cdc3
-def _fast_start(model, src, src_mask, K: int, start_symbol: int):
-    "Encode once; start with one `<s>` beam per sentence (all K would be alike), or K when the vocabulary may have fewer than 2K tokens."
+def _fast_start(model, src, src_mask, K: int, start_symbol: int,
+                one_beam: bool, # `SearchLevers.one_beam_start`
+               ) -> tuple:      # memory, mask, seqs (B·n_live, 1), scores (B, n_live), n_live
+    "Encode once; one `<s>` beam per sentence (all K would be alike), or K (the vocabulary < 2K)."
     memory, mask, dev = model.encode(src, src_mask), src_mask, src.device
-    k = 1 if _SPEED["one_beam_start"] and 2 * K <= getattr(getattr(model, "config", None), "tgt_vocab_size", 0) else K
-    if k == K: memory, mask = memory.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)   # (B·K, src_len, …)
-    seqs = torch.full((src.shape[0] * k, 1), start_symbol, dtype=torch.long, device=dev)  # (B·k, 1) live beams
-    scores = torch.full((src.shape[0], k), -math.inf, device=dev); scores[:, 0] = 0.0    # (B, k)
-    return memory, mask, seqs, scores, k
+    vocab = getattr(getattr(model, "config", None), "tgt_vocab_size", 0)
+    n_live = 1 if one_beam and 2 * K <= vocab else K
+    if n_live == K:
+        # (B·K, src_len, …)
+        memory, mask = memory.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)
+    seqs = torch.full((src.shape[0] * n_live, 1), start_symbol, dtype=torch.long, device=dev)
+    scores = torch.full((src.shape[0], n_live), -math.inf, device=dev)         # (B, n_live)
+    scores[:, 0] = 0.0
+    return memory, mask, seqs, scores, n_live
 
-def _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos, go, k: int, K: int):
-    "Keep the sentences `go` (row groups); their K best extensions that do not end become the live beams."
+def _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos,
+                  go: torch.Tensor,  # (b',) int64 the row groups (sentences) that go on
+                  n_live: int,       # live beams per sentence this step
+                  K: int,            # beam size
+                  lazy_cross: bool,  # `SearchLevers.lazy_cross`
+                 ) -> tuple:         # memory, mask, seqs (b'·K, step + 1), scores (b', K)
+    "Keep the sentences `go`; their K best extensions that do not end become the live beams."
     alive, pos = top[go].masked_fill(is_eos[go], -math.inf).topk(K, dim=1)   # (b', K)
-    index = (go[:, None] * k + parent[go].gather(1, pos)).reshape(-1)         # (b'·K,) self-attention rows, new beam order
+    # (b'·K,) new beam order
+    index = (go[:, None] * n_live + parent[go].gather(1, pos)).reshape(-1)
     _reorder_rows(cache, "self_attn", index)
-    if k < K or go.shape[0] < seqs.shape[0] // k or not _SPEED["lazy_cross"]:      # cross-attention rows belong to a sentence,
-        rows = index if k == K and not _SPEED["lazy_cross"] else (go[:, None] * k + torch.arange(K, device=go.device) % k).reshape(-1)  # all K alike: moved only when
-        _reorder_rows(cache, "src_attn", rows); memory, mask = memory[rows], mask[rows] # sentences leave (or K appear)
-    seqs = torch.cat([seqs[index], tok[go].gather(1, pos).reshape(-1, 1)], dim=1)       # (b'·K, step + 1)
+    # a sentence's cross-attention rows are alike: moved only when sentences leave (or K appear)
+    if not lazy_cross: rows = index
+    elif n_live < K or go.shape[0] < seqs.shape[0] // n_live:
+        rows = (go[:, None] * n_live + torch.arange(K, device=go.device) % n_live).reshape(-1)
+    else: rows = None
+    if rows is not None:
+        _reorder_rows(cache, "src_attn", rows)
+        memory, mask = memory[rows], mask[rows]
+    # (b'·K, step + 1)
+    seqs = torch.cat([seqs[index], tok[go].gather(1, pos).reshape(-1, 1)], dim=1)
     return memory, mask, seqs, alive
 
 # %% ../nbs/14_decoding.ipynb #ad1dede5
-@torch.inference_mode()
-def fast_beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, # as `beam_search`; a `Transformer`
-                     beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None, extra_len: int=50,
-                     start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_idx: int=PAD_IDX,
-                    ) -> tuple[torch.Tensor, torch.Tensor]: # the same ids as `beam_search`; scores to rounding
-    "`beam_search`, faster: bookkeeping on tensors (one host sync per step, the stop test), one beam at step 1, cross-attention rows moved only when sentences leave."
-    if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
-    B, K, dev = src.shape[0], beam_size, src.device
-    if B == 0: return torch.zeros(0, 0, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
-    limit = search_limits(model, src_mask, max_new_tokens, extra_len)            # (B,)
-    memory, mask, seqs, scores, k = _fast_start(model, src, src_mask, K, start_symbol)
-    cache = KVCache(len(model.decoder.layers))
-    n_fin, best = torch.zeros(B, dtype=torch.long, device=dev), torch.full((B,), -math.inf, dtype=torch.float64, device=dev)
-    out = torch.full((B, int(limit.max())), pad_idx, dtype=torch.long, device=dev)  # each sentence's best finished one
-    out_len, active, step = torch.zeros(B, dtype=torch.long, device=dev), torch.arange(B, device=dev), 0
-    while True:
-        step, b = step + 1, active.shape[0]
-        logp = model.generator(model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]).float()  # (b·k, vocab)
-        top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K)
-        is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
-        n, bst, better, j = _record_finished(top[:, :K], is_eos[:, :K] | at_limit[:, None], n_fin[active], best[active],
-                                             length_normalization(step, length_penalty), K)
-        r = torch.arange(b, device=dev)
-        hyp = torch.cat([seqs.view(b, k, -1)[r, parent[r, j], 1:], tok[r, j, None]], 1)    # (b, step) this step's best
-        out[active, :step] = torch.where(better[:, None], hyp, out[active, :step])
-        out_len[active] = torch.where(better, step, out_len[active])
-        n_fin[active], best[active] = n, bst
-        go = (~(at_limit | (n >= K))).nonzero().squeeze(1)               # the stop test: the one host sync per step
-        if go.shape[0] == 0: break
-        memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos, go, k, K)
-        active, k = active[go], K
-    return out[:, :int(out_len.max())], best.float()
+def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer` in eval mode
+                     src: torch.Tensor,      # (batch, src_len) int64 source ids
+                     src_mask: torch.Tensor, # (batch, 1, 1, src_len) bool, True = real token
+                     beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None,
+                     extra_len: int=50, start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX,
+                     pad_idx: int=PAD_IDX, n_best: int|None=None,   # as `beam_search`
+                     levers: SearchLevers|None=None,                # None: every lever on
+                    ) -> tuple[torch.Tensor, torch.Tensor]: # as `beam_search` (scores to rounding)
+    "`beam_search`, faster: tensor bookkeeping (one host sync per step) and the `SearchLevers`."
+    levers, K = levers or SearchLevers(), _beam_count(beam_size, n_best)
+    B, dev = src.shape[0], src.device
+    if B == 0: return _no_sentences(n_best, dev)
+    with torch.inference_mode() if levers.inference_mode else torch.no_grad():
+        limit = search_limits(model, src_mask, max_new_tokens, extra_len)            # (B,)
+        memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, K, start_symbol,
+                                                         levers.one_beam_start)
+        cache = KVCache(len(model.decoder.layers))
+        fin = torch.full((B, K + 1, int(limit.max())), pad_idx, dtype=torch.long, device=dev)
+        fin_len = torch.zeros(B, K + 1, dtype=torch.long, device=dev)                # (B, K + 1)
+        fin_score = torch.full((B, K + 1), -math.inf, dtype=torch.float64, device=dev)
+        n_fin = torch.zeros(B, dtype=torch.long, device=dev)                     # (B,)
+        active, step = torch.arange(B, device=dev), 0
+        while True:
+            step, b = step + 1, active.shape[0]
+            # (b·n_live, d_model)
+            h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]
+            # (b·n_live, vocab)
+            logp = model.generator(h).float()
+            top, parent, tok = _candidates(scores, logp, K)                       # (b, 2K)
+            is_eos, at_limit = tok == end_symbol, step >= limit[active]           # (b, 2K), (b,)
+            ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, length_penalty)
+            slot, norm = _record_finished(top[:, :K], ends, n_fin[active], lp, K)  # (b, K)
+            r, at = torch.arange(b, device=dev)[:, None], active[:, None]
+            hyp = torch.cat([seqs.view(b, n_live, -1)[r, parent[:, :K], 1:], tok[:, :K, None]], 2)
+            # (b, K, step)
+            fin[at, slot, :step], fin_len[at, slot], fin_score[at, slot] = hyp, step, norm
+            n_fin[active] += (slot < K).sum(1)
+            # the stop test: one host sync
+            go = (~(at_limit | (n_fin[active] >= K))).nonzero().squeeze(1)
+            if go.shape[0] == 0: break
+            memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, top, parent, tok,
+                                                       is_eos, go, n_live, K, levers.lazy_cross)
+            active, n_live = active[go], K
+        return _n_best(fin[:, :K], fin_len[:, :K], fin_score[:, :K], n_best)
 
 # %% ../nbs/14_decoding.ipynb #63de415b
-def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list[list[int]]]:
+def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
     "One padded batch of `decode_corpus`: (the sentences' indices, their stripped hypotheses)."
     model, sources, kw, pad, device, fast = job
     src = nn.utils.rnn.pad_sequence([torch.as_tensor(sources[i], dtype=torch.long) for i in idx],
                                     batch_first=True, padding_value=pad).to(device)
-    out, _ = (fast_beam_search if fast else beam_search)(model, src, (src != pad)[:, None, None, :], **kw)
-    return idx, [sentence_ids(row, pad) for row in out.tolist()]
+    search = fast_beam_search if fast else beam_search
+    ids, scores = search(model, src, (src != pad)[:, None, None, :], **kw)
+    if kw["n_best"] is None: return idx, [sentence_ids(row, pad) for row in ids.tolist()]
+    return idx, [[(s, sentence_ids(h, pad)) for s, h in zip(ss, hs) if s > -math.inf]
+                 for ss, hs in zip(scores.tolist(), ids.tolist())]
 
 # %% ../nbs/14_decoding.ipynb #da95698e
-_JOB = None   # the job a forked worker inherits (the model is shared copy-on-write, never pickled)
+_JOB = None   # in a forked worker: the job it started with (inherited, never pickled)
 
-def _worker_init():
-    torch.set_num_threads(1)                 # a worker per core: small models gain little from intra-op threads
+def _worker_init(job: tuple):
+    "Start a forked worker: one thread (small models gain little from more), and its job."
+    global _JOB
+    torch.set_num_threads(1)
+    _JOB = job
 
 def _worker_batch(idx): return _decode_batch(_JOB, idx)
 
 def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: torch.device):
-    "Yield `_decode_batch` results: here, or from `workers` forked processes, longest batches first (they finish together)."
-    global _JOB
+    "Yield `_decode_batch` results: here, or from `workers` forked processes, longest first."
     if workers < 1: raise ValueError(f"workers={workers} must be at least 1")
     if workers == 1 or len(batches) < 2:
         for idx in batches: yield _decode_batch(job, idx)
         return
-    if device.type != "cpu": raise ValueError(f"workers={workers} needs the model on the CPU, not {device}: a GPU decodes one batch at a time")
+    if device.type != "cpu":
+        raise ValueError(f"workers={workers} needs the model on the CPU, not {device}: "
+                         "a GPU decodes one batch at a time")
     import multiprocessing as mp
-    if "fork" not in mp.get_all_start_methods(): raise RuntimeError("workers > 1 needs the fork start method (Linux, macOS)")
-    _JOB = job
-    try:
-        with mp.get_context("fork").Pool(workers, initializer=_worker_init) as pool:
-            yield from pool.imap_unordered(_worker_batch, batches[::-1])
-    finally: _JOB = None
+    if "fork" not in mp.get_all_start_methods():
+        raise RuntimeError("workers > 1 needs the fork start method (Linux, macOS)")
+    # fork: the job (the model above all) is inherited by the workers, shared copy-on-write
+    with mp.get_context("fork").Pool(workers, initializer=_worker_init, initargs=(job,)) as pool:
+        # longest first: they end together
+        yield from pool.imap_unordered(_worker_batch, batches[::-1])
 
 # %% ../nbs/14_decoding.ipynb #7fd5230d
-def decode_corpus(model: nn.Module,                  # a `Transformer` in eval mode
-                  sources: Sequence[Sequence[int]|torch.Tensor], # source ids per sentence (with BOS/EOS as trained)
-                  beam_size: int=4,                  # K; 1 = greedy
-                  length_penalty: float=0.6,                  # length-penalty α
-                  batch_size: int=64,                # sentences per batch
-                  extra_len: int=50,                 # maximum output length = source length + extra_len
+def decode_corpus(model: nn.Module,                # a `Transformer` in eval mode
+                  sources: Sequence[Sequence[int]|torch.Tensor], # ids per sentence, <s> … </s>
+                  beam_size: int=4,                # K; 1 = greedy
+                  length_penalty: float=0.6,       # length-penalty α
+                  batch_size: int=64,              # sentences per batch
+                  extra_len: int=50,               # maximum output length: source length + this
                   device: str|torch.device|None=None, # default: the model's device
-                  progress: bool=False,              # a tqdm bar on stderr
-                  fast: bool=True,                   # `fast_beam_search` (the same ids) or the readable `beam_search`
-                  workers: int=1,                    # CPU only: processes of one thread each, splitting the batches
-                  sort: bool=True,                   # length-sorted batches (False: input order, for chapter 34's lever table)
-                 ) -> list[list[int]]:               # hypotheses in input order, without BOS/EOS/PAD
-    "Beam-search (or greedy, K=1) a corpus in length-sorted batches, in this process or in `workers` forked ones."
+                  progress: bool=False,            # a tqdm bar on stderr
+                  fast: bool=True,                 # `fast_beam_search` (same ids), or `beam_search`
+                  workers: int=1,                  # CPU only: processes of one thread each
+                  sort: bool=True,                 # length-sorted batches (False: in input order)
+                  n_best: int|None=None,           # per sentence a list of (score, ids), best first
+                  levers: SearchLevers|None=None,  # `fast_beam_search`'s levers; None: all on
+                 ) -> list:                        # per sentence, in input order: ids or a list
+    "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
+    if levers is not None and not fast:
+        raise ValueError("levers are fast_beam_search's: give fast=True")
     device = torch.device(device or next(model.parameters()).device)
     pad = getattr(getattr(model, "config", None), "pad_idx", PAD_IDX)
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i])) if sort else list(range(len(sources)))
+    order = list(range(len(sources)))
+    if sort: order.sort(key=lambda i: len(sources[i]))
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-    job = (model, sources, dict(beam_size=beam_size, length_penalty=length_penalty, extra_len=extra_len), pad, device, fast)
-    results: list[list[int]] = [[] for _ in sources]
+    kw = dict(beam_size=beam_size, length_penalty=length_penalty, extra_len=extra_len,
+              n_best=n_best)
+    job = (model, sources, {**kw, "levers": levers} if fast else kw, pad, device, fast)
+    results: list = [[] for _ in sources]
     from tqdm.auto import tqdm
-    with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr, disable=not progress) as bar:
+    with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr,
+              disable=not progress) as bar:
         for idx, hyps in _run_batches(job, batches, workers, device):
             for i, h in zip(idx, hyps): results[i] = h
             bar.update(len(idx))

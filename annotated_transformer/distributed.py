@@ -12,7 +12,8 @@ import torch.distributed as dist
 from torch import nn
 from .batching import Batch
 from .runtime import dist_rank_world, unwrap_model
-from .training import _LogitsModel as _Logits  # Transformer -> (logits, labels) in one forward
+# Transformer -> (logits, labels) in one forward
+from .training import _LogitsModel as _Logits
 
 # %% auto #0
 __all__ = ['torchrun_command', 'data_parallel_gradients', 'check_replicas_in_sync']
@@ -21,33 +22,34 @@ __all__ = ['torchrun_command', 'data_parallel_gradients', 'check_replicas_in_syn
 def torchrun_command(nproc_per_node: int|str,  # processes per machine: a number, or "gpu" (one per GPU)
                      train_args: str="train",   # the `annotated-transformer` arguments
                      nnodes: int=1,             # machines
-                     rdzv_endpoint: str|None=None, # HOST:PORT of the first machine (required for nnodes > 1)
+                     rdzv_endpoint: str|None=None, # HOST:PORT of the first machine (for nnodes > 1)
                      rdzv_id: str="annotated-transformer", # a job name shared by all machines
                     ) -> str:
     "The `torchrun` command line that runs `annotated-transformer ARGS` data-parallel."
     if nnodes < 1: raise ValueError(f"nnodes={nnodes} must be at least 1")
     if nnodes == 1: launch = f"torchrun --standalone --nproc_per_node={nproc_per_node}"
     else:
-        if not rdzv_endpoint: raise ValueError("several machines need rdzv_endpoint='HOST:PORT' of the first machine")
-        launch = (f"torchrun --nnodes={nnodes} --nproc_per_node={nproc_per_node} --rdzv_id={shlex.quote(rdzv_id)} "
-                  f"--rdzv_backend=c10d --rdzv_endpoint={rdzv_endpoint}")
+        if not rdzv_endpoint:
+            raise ValueError("several machines need rdzv_endpoint='HOST:PORT' of the first machine")
+        launch = (f"torchrun --nnodes={nnodes} --nproc_per_node={nproc_per_node} "
+                  f"--rdzv_id={shlex.quote(rdzv_id)} --rdzv_backend=c10d --rdzv_endpoint={rdzv_endpoint}")
     return f"{launch} -m annotated_transformer {train_args}"
 
 # %% ../nbs/20_distributed.ipynb #e5edc4b5
 def data_parallel_gradients(model: nn.Module,       # a `Transformer`
                             shards: list[Batch],     # one batch per simulated rank
                             loss_fn: nn.Module,      # summed loss (reduction="sum")
-                           ) -> list[torch.Tensor]:  # one gradient per parameter, as DDP leaves it on every rank
-    "Single-process illustration of DDP's gradient: per-rank backward with fit's loss scaling, then the average."
-    world, n_global = len(shards), sum(b.n_tokens for b in shards)       # fit: one all-reduce of the token count
+                           ) -> list[torch.Tensor]:  # per parameter, the gradient DDP leaves on each rank
+    "DDP's gradient in one process: per-rank backward with fit's loss scaling, then the average."
+    world, n_global = len(shards), sum(b.n_tokens for b in shards)   # fit: one all-reduce of the count
     net, params = _Logits(model), [p for p in model.parameters() if p.requires_grad]
     per_rank = []
-    for b in shards:                                                     # each rank, independently
+    for b in shards:                                                 # each rank, independently
         model.zero_grad(set_to_none=True)
         (loss_fn(*net(b)) * world / max(n_global, 1)).backward()
         per_rank.append([p.grad.clone() for p in params])
     model.zero_grad(set_to_none=True)
-    return [torch.stack(gs).mean(0) for gs in zip(*per_rank)]            # DDP: all-reduce, divide by world size
+    return [torch.stack(gs).mean(0) for gs in zip(*per_rank)]        # DDP: all-reduce, ÷ world size
 
 # %% ../nbs/20_distributed.ipynb #0b51a9bf
 @torch.no_grad()
@@ -58,10 +60,13 @@ def check_replicas_in_sync(model: nn.Module, # the (possibly DDP-wrapped) model 
     rank, world = dist_rank_world()
     if world == 1: return
     named = list(unwrap_model(model).named_parameters())
-    sums = torch.stack([p.double().sum() for _, p in named] + [p.double().abs().sum() for _, p in named])
+    sums = torch.stack([p.double().sum() for _, p in named]
+                       + [p.double().abs().sum() for _, p in named])
     if dist.get_backend() == "nccl": sums = sums.cuda()
     gathered = [torch.empty_like(sums) for _ in range(world)]
     dist.all_gather(gathered, sums)
     for r, g in enumerate(gathered):
         bad = ((g - gathered[0]).abs() > atol).nonzero()
-        if len(bad): raise RuntimeError(f"parameter {named[int(bad[0]) % len(named)][0]} differs between rank 0 and rank {r}")
+        if len(bad):
+            name = named[int(bad[0]) % len(named)][0]
+            raise RuntimeError(f"parameter {name} differs between rank 0 and rank {r}")

@@ -26,7 +26,8 @@ class Embeddings(nn.Module):
                  vocab_size: int, # number of token ids
                 ):
         super().__init__()
-        self.lut, self.d_model, self.vocab_size = nn.Embedding(vocab_size, d_model), d_model, vocab_size
+        self.lut = nn.Embedding(vocab_size, d_model)
+        self.d_model, self.vocab_size = d_model, vocab_size
 
     def forward(self, x: torch.Tensor, # (batch, seq_len) int64 token ids in [0, vocab_size)
                ) -> torch.Tensor:      # (batch, seq_len, d_model) float
@@ -34,24 +35,30 @@ class Embeddings(nn.Module):
 
 # %% ../nbs/04_embeddings.ipynb #a1552ab4
 class Generator(nn.Module):
-    "Pre-softmax linear projection and log-softmax: decoder states -> next-token log-probabilities (§3.4)."
+    "Pre-softmax linear projection and log-softmax: decoder states -> next-token log-probs (§3.4)."
     def __init__(self, d_model: int, vocab_size: int): # decoder width, target vocabulary size
         super().__init__()
         self.proj = nn.Linear(d_model, vocab_size)
 
+    def logits(self, x: torch.Tensor,  # (batch, tgt_len, d_model)
+              ) -> torch.Tensor:       # (batch, tgt_len, vocab_size) pre-softmax scores
+        "The pre-softmax scores alone, for a loss that fuses the log-softmax in."
+        return self.proj(x)
+
     def forward(self, x: torch.Tensor,  # (batch, tgt_len, d_model)
                ) -> torch.Tensor:       # (batch, tgt_len, vocab_size) float log-probabilities
-        return F.log_softmax(self.proj(x), dim=-1)
+        return F.log_softmax(self.logits(x), dim=-1)
 
 # %% ../nbs/04_embeddings.ipynb #04bdffa8
 def share_weights(src_embed: Embeddings|None, # source embeddings, tied to the others when given
                   tgt_embed: Embeddings,      # target embeddings
                   generator: Generator,       # its `proj.weight` becomes the same Parameter
                  ):
-    "Tie embedding tables and the pre-softmax projection to one Parameter (§3.4); checks the shapes."
+    "Tie embedding tables and the pre-softmax projection to one Parameter (§3.4); checks shapes."
     w = tgt_embed.lut.weight
     if generator.proj.weight.shape != w.shape:
-        raise ValueError(f"cannot share: projection {tuple(generator.proj.weight.shape)} vs embedding {tuple(w.shape)}")
+        raise ValueError(f"cannot share: projection {tuple(generator.proj.weight.shape)} "
+                         f"vs embedding {tuple(w.shape)}")
     generator.proj.weight = w
     if src_embed is not None:
         if src_embed.lut.weight.shape != w.shape:

@@ -11,17 +11,18 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['position_wise_every_row', 'EncoderDecoder', 'clones', 'SublayerConnection', 'EncoderLayer', 'Encoder', 'KVCache',
-           'DecoderLayer', 'Decoder', 'real_rows', 'on_rows', 'position_wise_real_rows']
+__all__ = ['EncoderDecoder', 'clones', 'SublayerConnection', 'real_positions', 'on_rows', 'EncoderLayer', 'Encoder', 'KVCache',
+           'DecoderLayer', 'Decoder']
 
 # %% ../nbs/01_encoder_decoder.ipynb #203a9e2e
 class EncoderDecoder(nn.Module):
-    "The encoder–decoder architecture of §3: `encode` the source once, `decode` the target against that memory."
+    "The encoder–decoder architecture of §3: `encode` the source once, `decode` the target on it."
     def __init__(self,
                  encoder: nn.Module,    # maps (batch, src_len, d_model) -> memory of the same shape
                  decoder: nn.Module,    # maps target states and memory -> (batch, tgt_len, d_model)
                  src_embed: nn.Module,  # token ids (batch, src_len) -> (batch, src_len, d_model)
-                 tgt_embed: nn.Module,  # token ids (batch, tgt_len) and `start_pos` -> (batch, tgt_len, d_model)
+                 # ids (batch, tgt_len) and `start_pos` -> (batch, tgt_len, d_model)
+                 tgt_embed: nn.Module,
                  generator: nn.Module,  # (..., d_model) -> (..., tgt_vocab) log-probabilities
                 ):
         super().__init__()
@@ -30,26 +31,31 @@ class EncoderDecoder(nn.Module):
 
     def encode(self,
                src: torch.Tensor,       # (batch, src_len) int64 token ids
-               src_mask: torch.Tensor,  # bool, True = may attend, broadcastable to (batch, 1, 1, src_len)
+               # bool, True = may attend, broadcastable to (batch, 1, 1, src_len)
+               src_mask: torch.Tensor,
               ) -> torch.Tensor:        # memory (batch, src_len, d_model)
         "Run the encoder stack over the embedded source."
         return self.encoder(self.src_embed(src), src_mask)
 
     def decode(self,
                memory: torch.Tensor,     # (batch, src_len, d_model) from `encode`
-               src_mask: torch.Tensor,   # bool, True = may attend, broadcastable to (batch, 1, 1, src_len)
-               tgt: torch.Tensor,        # (batch, tgt_len) int64 target ids (only the new ones when `cache` is given)
-               tgt_mask: torch.Tensor|None, # bool, broadcastable to (batch, 1, tgt_len, tgt_len); None with a cache
+               # bool, True = may attend, broadcastable to (batch, 1, 1, src_len)
+               src_mask: torch.Tensor,
+               # (batch, tgt_len) int64 target ids (only the new ones when `cache` is given)
+               tgt: torch.Tensor,
+               # bool, broadcastable to (batch, 1, tgt_len, tgt_len); None with a cache
+               tgt_mask: torch.Tensor|None,
                cache: KVCache|None=None, # incremental-decoding cache, filled and advanced in place
               ) -> torch.Tensor:         # (batch, tgt_len, d_model)
         "Run the decoder stack over the embedded target, attending to `memory`."
         start = cache.length if cache is not None else 0
-        out = self.decoder(self.tgt_embed(tgt, start_pos=start), memory, src_mask, tgt_mask, cache=cache)
+        x = self.tgt_embed(tgt, start_pos=start)                 # (batch, tgt_len, d_model)
+        out = self.decoder(x, memory, src_mask, tgt_mask, cache=cache)
         if cache is not None: cache.length += tgt.shape[1]
         return out
 
     def forward(self, src, tgt, src_mask, tgt_mask): # shapes as in `encode` and `decode`
-        "Teacher-forced pass: decoder states (batch, tgt_len, d_model); apply `generator` for log-probabilities."
+        "Teacher-forced pass: decoder states (batch, tgt_len, d_model); `generator` maps them on."
         return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
 # %% ../nbs/01_encoder_decoder.ipynb #f83a8dfe
@@ -62,14 +68,17 @@ def clones(module: nn.Module, # the layer to copy
 
 # %% ../nbs/01_encoder_decoder.ipynb #5a7b32fe
 class SublayerConnection(nn.Module):
-    "Residual connection around `sublayer` with dropout and LayerNorm, post-norm (§3.1, paper) or pre-norm."
+    "Residual connection, dropout and LayerNorm around `sublayer`: post-norm (§3.1) or pre-norm."
     def __init__(self,
                  d_model: int,            # feature size of x
                  dropout: float=0.1,      # P_drop on the sublayer output (§5.4)
-                 norm_first: bool=False,  # False: LayerNorm(x + Dropout(Sublayer(x))); True: x + Dropout(Sublayer(LayerNorm(x)))
+                 # False: LayerNorm(x + Dropout(Sublayer(x)));
+                 # True: x + Dropout(Sublayer(LayerNorm(x)))
+                 norm_first: bool=False,
                 ):
         super().__init__()
-        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), nn.Dropout(dropout), norm_first
+        self.norm, self.dropout = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm_first = norm_first
 
     def forward(self,
                 x: torch.Tensor, # (batch, seq_len, d_model)
@@ -78,33 +87,60 @@ class SublayerConnection(nn.Module):
         if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
 
+# %% ../nbs/01_encoder_decoder.ipynb #5c15276f
+def real_positions(mask: torch.Tensor|None, # bool attention mask, True = may attend:
+                                            # (batch, 1, 1, len) or (batch, 1, len, len)
+                   batch: int,              # batch size of the layer input
+                  # (batch, len) bool, True = real; None = treat all as real
+                  ) -> torch.Tensor|None:
+    "Which positions are real tokens, read off a mask: a key-padding row, or a causal diagonal."
+    if mask is None or mask.dim() != 4 or mask.shape[0] != batch: return None
+    return mask[:, 0, 0] if mask.shape[-2] == 1 else mask[:, 0].diagonal(0, -2, -1)
+
+def on_rows(f, x: torch.Tensor,      # (batch, len, d_model)
+            keep: torch.Tensor|None, # (batch, len) bool from `real_positions`
+           ) -> torch.Tensor:        # (batch, len, d_model); zeros at padding positions
+    "Apply the position-wise `f` to real positions only: outputs at padding are never used."
+    if keep is None: return f(x)
+    # (n_real, d_model); autocast may change the dtype
+    y = f(x[keep])
+    out = y.new_zeros(*x.shape[:-1], y.shape[-1])
+    out[keep] = y
+    return out
+
 # %% ../nbs/01_encoder_decoder.ipynb #5281ddc5
 class EncoderLayer(nn.Module):
-    "One encoder layer: self-attention, then feed-forward, each inside a `SublayerConnection` (§3.1)."
+    "One encoder layer: self-attention, then feed-forward, each in a `SublayerConnection` (§3.1)."
     def __init__(self,
                  d_model: int,              # model width
                  self_attn: nn.Module,      # (q, k, v, mask) -> (batch, len, d_model)
                  feed_forward: nn.Module,   # (batch, len, d_model) -> same
                  dropout: float=0.1,        # P_drop on sublayer outputs
                  norm_first: bool=False,    # pre-norm instead of the paper's post-norm
+                 real_rows: bool=True,      # feed-forward on real positions only (for speed; above)
                 ):
         super().__init__()
         self.self_attn, self.feed_forward, self.d_model = self_attn, feed_forward, d_model
-        self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(2)])
+        self.real_rows = real_rows
+        sublayer = SublayerConnection(d_model, dropout, norm_first)
+        self.sublayer = clones(sublayer, 2)
 
     def forward(self, x: torch.Tensor, # (batch, src_len, d_model)
-                mask: torch.Tensor,   # bool, True = may attend, broadcastable to (batch, heads, src_len, src_len)
+                # bool, True = may attend, broadcastable to (batch, heads, src_len, src_len)
+                mask: torch.Tensor,
                ) -> torch.Tensor:     # (batch, src_len, d_model)
         x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask))
         return self.sublayer[1](x, lambda x: self.position_wise(x, mask))
 
-    def position_wise(self, x, mask): # (batch, src_len, d_model) -> same; `mask` serves "For speed" below
-        "The feed-forward sublayer (§3.3), at every position."
-        return self.feed_forward(x)
+    # (batch, len, d_model) -> same; `mask` tells the real positions
+    def position_wise(self, x, mask):
+        "The feed-forward sublayer (§3.3): on real positions only if `real_rows`, else everywhere."
+        if not self.real_rows: return self.feed_forward(x)                 # the paper's version
+        return on_rows(self.feed_forward, x, real_positions(mask, x.shape[0]))
 
 # %% ../nbs/01_encoder_decoder.ipynb #140bbf27
 class Encoder(nn.Module):
-    "A stack of `n_layers` identical encoder layers; pre-norm stacks end with a final LayerNorm (§3.1)."
+    "A stack of `n_layers` identical encoder layers; pre-norm ends with a final LayerNorm (§3.1)."
     def __init__(self,
                  layer: EncoderLayer, # template layer, deep-copied N times
                  n_layers: int,       # N
@@ -122,7 +158,7 @@ class Encoder(nn.Module):
 
 # %% ../nbs/01_encoder_decoder.ipynb #76a3498d
 class KVCache:
-    "Per-layer attention keys/values for incremental decoding; `length` = target positions already decoded."
+    "Per-layer attention keys/values for incremental decoding; `length` = positions decoded so far."
     def __init__(self, n_layers: int): # number of decoder layers
         self.layers = [dict(self_attn={}, src_attn={}) for _ in range(n_layers)]
         self.length = 0
@@ -135,7 +171,7 @@ class KVCache:
 
 # %% ../nbs/01_encoder_decoder.ipynb #5e26a36e
 class DecoderLayer(nn.Module):
-    "One decoder layer: masked self-attention, attention over the encoder memory, feed-forward (§3.1)."
+    "One decoder layer: masked self-attention, attention over the memory, feed-forward (§3.1)."
     def __init__(self,
                  d_model: int,            # model width
                  self_attn: nn.Module,    # masked self-attention
@@ -143,15 +179,19 @@ class DecoderLayer(nn.Module):
                  feed_forward: nn.Module, # position-wise FFN
                  dropout: float=0.1,      # P_drop on sublayer outputs
                  norm_first: bool=False,  # pre-norm instead of the paper's post-norm
+                 real_rows: bool=True,    # feed-forward on real positions only (for speed; above)
                 ):
         super().__init__()
-        self.self_attn, self.src_attn, self.feed_forward, self.d_model = self_attn, src_attn, feed_forward, d_model
-        self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
+        self.self_attn, self.src_attn, self.feed_forward = self_attn, src_attn, feed_forward
+        self.d_model, self.real_rows = d_model, real_rows
+        sublayer = SublayerConnection(d_model, dropout, norm_first)
+        self.sublayer = clones(sublayer, 3)
 
     def forward(self, x: torch.Tensor,   # (batch, tgt_len, d_model)
                 memory: torch.Tensor,     # (batch, src_len, d_model)
                 src_mask: torch.Tensor,   # bool, broadcastable to (batch, heads, tgt_len, src_len)
-                tgt_mask: torch.Tensor|None, # bool, broadcastable to (batch, heads, tgt_len, tgt_len)
+                # bool, broadcastable to (batch, heads, tgt_len, tgt_len)
+                tgt_mask: torch.Tensor|None,
                 cache: dict|None=None,    # this layer's entry of a `KVCache`
                ) -> torch.Tensor:         # (batch, tgt_len, d_model)
         sa = ca = None
@@ -161,11 +201,11 @@ class DecoderLayer(nn.Module):
         x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=ca))
         return self.sublayer[2](x, lambda x: self.position_wise(x, tgt_mask))
 
-    position_wise = EncoderLayer.position_wise  # the feed-forward sublayer, at every position
+    position_wise = EncoderLayer.position_wise  # the encoder layer's feed-forward sublayer
 
 # %% ../nbs/01_encoder_decoder.ipynb #63476edf
 class Decoder(nn.Module):
-    "A stack of `n_layers` identical decoder layers; pre-norm stacks end with a final LayerNorm (§3.1)."
+    "A stack of `n_layers` identical decoder layers; pre-norm ends with a final LayerNorm (§3.1)."
     def __init__(self, layer: DecoderLayer, # template layer, deep-copied N times
                  n_layers: int,             # N
                  norm_first: bool=False,    # add the final LayerNorm that pre-norm needs
@@ -178,33 +218,6 @@ class Decoder(nn.Module):
                 cache: KVCache|None=None,            # filled in place when given
                ) -> torch.Tensor:                    # (batch, tgt_len, d_model)
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, src_mask, tgt_mask, cache=None if cache is None else cache.layers[i])
+            entry = None if cache is None else cache.layers[i]
+            x = layer(x, memory, src_mask, tgt_mask, cache=entry)
         return self.norm(x)
-
-# %% ../nbs/01_encoder_decoder.ipynb #5c15276f
-def real_rows(mask: torch.Tensor|None, # bool attention mask (batch, 1, 1, len) or (batch, 1, len, len), True = may attend
-              batch: int,                # batch size of the layer input
-             ) -> torch.Tensor|None:     # (batch, len) bool, True = a real (non-pad) position; None = treat all as real
-    "Which positions are real tokens, read off a per-batch mask: a key-padding row, or the diagonal of padding & causal."
-    if mask is None or mask.dim() != 4 or mask.shape[0] != batch: return None
-    return mask[:, 0, 0] if mask.shape[-2] == 1 else mask[:, 0].diagonal(0, -2, -1)
-
-def on_rows(f, x: torch.Tensor,      # (batch, len, d_model)
-            keep: torch.Tensor|None, # (batch, len) bool from `real_rows`
-           ) -> torch.Tensor:        # (batch, len, d_model); zeros at padding positions
-    "Apply the position-wise `f` to real positions only: outputs at padding positions are never used."
-    if keep is None: return f(x)
-    y = f(x[keep])                                                 # (n_real, d_model), autocast may change the dtype
-    out = y.new_zeros(*x.shape[:-1], y.shape[-1])
-    out[keep] = y
-    return out
-
-# %% ../nbs/01_encoder_decoder.ipynb #e36f37f1
-def position_wise_real_rows(self, x: torch.Tensor, # (batch, len, d_model) the sublayer's input
-                            mask: torch.Tensor|None, # the layer's attention mask, read by `real_rows`
-                           ) -> torch.Tensor:      # (batch, len, d_model); zeros at padding positions
-    "The feed-forward sublayer on real positions only (for speed; not in the paper)."
-    return on_rows(self.feed_forward, x, real_rows(mask, x.shape[0]))
-
-position_wise_every_row = EncoderLayer.position_wise  # the paper's version, to switch back to
-EncoderLayer.position_wise = DecoderLayer.position_wise = position_wise_real_rows

@@ -16,8 +16,8 @@ from .data import WordCodec, BPECodec
 from .decoding import decode_corpus
 
 # %% auto #0
-__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'translate', 'evaluate_bleu', 'score_sets',
-           'score_table']
+__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'translate', 'evaluate_bleu', 'nbest_row',
+           'translate_nbest', 'score_sets', 'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -31,9 +31,9 @@ class BleuResult:
     def to_dict(self) -> dict: return asdict(self)
 
 def corpus_bleu(hypotheses: Sequence[str], # detokenized system output, one per sentence
-                references: Sequence[str]|Sequence[Sequence[str]], # raw references: one per sentence, or several streams of them
+                references: Sequence[str]|Sequence[Sequence[str]], # raw: one each, or streams
                ) -> BleuResult:
-    "sacreBLEU corpus BLEU (13a tokenization, cased) against one or several reference streams (`nrefs` in the signature)."
+    "sacreBLEU corpus BLEU (13a tokenization, cased) against one or several reference streams."
     from sacrebleu.metrics import BLEU
     streams = _reference_streams(hypotheses, references)
     bleu = BLEU()
@@ -42,21 +42,27 @@ def corpus_bleu(hypotheses: Sequence[str], # detokenized system output, one per 
     return BleuResult(float(r.score), str(bleu.get_signature()), details, len(hypotheses))
 
 def _reference_streams(hypotheses, references) -> list[list[str]]:
-    "Check hypotheses and references as sacreBLEU takes them; return the reference streams."
-    if isinstance(hypotheses, str): raise TypeError("hypotheses must be a sequence of strings (one per sentence), not one str")
+    "Check hypotheses and references as sacreBLEU takes them, and return the reference streams."
+    if isinstance(hypotheses, str):
+        raise TypeError("hypotheses must be a sequence of strings (one per sentence), not one str")
     refs, n = list(references), len(hypotheses)
-    if all(isinstance(r, str) for r in refs):           # one reference per sentence: a single stream
+    # one reference per sentence: a single stream
+    if all(isinstance(r, str) for r in refs):
         if len(refs) != n: raise ValueError(f"{n} hypotheses but {len(refs)} references")
         streams = [refs]
-    else:                                               # several streams, each with one reference per sentence
-        if not all(isinstance(s, Sequence) and not isinstance(s, str) and all(isinstance(r, str) for r in s) for s in refs):
-            raise TypeError("references must be strings (one per sentence) or reference streams (lists of strings), not a mix")
+    # several streams, one reference per sentence each
+    else:
+        stream = lambda s: isinstance(s, Sequence) and not isinstance(s, str)
+        if not all(stream(s) and all(isinstance(r, str) for r in s) for s in refs):
+            raise TypeError("references must be strings (one per sentence) or reference streams "
+                            "(lists of strings), not a mix")
         streams = [list(s) for s in refs]
         for i, s in enumerate(streams):
-            if len(s) != n: raise ValueError(f"reference stream {i} has {len(s)} references but there are {n} hypotheses")
+            if len(s) != n:
+                raise ValueError(f"reference stream {i} has {len(s)} references "
+                                 f"but there are {n} hypotheses")
     if n == 0: raise ValueError("no sentences to score")
     return streams
-
 
 # %% ../nbs/15_evaluation.ipynb #5e8a0f37
 @dataclass
@@ -71,68 +77,103 @@ class ChrfResult:
 def corpus_chrf(hypotheses: Sequence[str], # detokenized system output, one per sentence
                 references: Sequence[str]|Sequence[Sequence[str]], # as in `corpus_bleu`
                ) -> ChrfResult:
-    "sacreBLEU corpus chrF (character 6-grams, β = 2, cased) against one or several reference streams."
+    "sacreBLEU corpus chrF (character 6-grams, β = 2, cased) against one or several streams."
     from sacrebleu.metrics import CHRF
     streams = _reference_streams(hypotheses, references)
     chrf = CHRF()
-    return ChrfResult(float(chrf.corpus_score(list(hypotheses), streams).score), str(chrf.get_signature()), len(hypotheses))
+    score = chrf.corpus_score(list(hypotheses), streams).score
+    return ChrfResult(float(score), str(chrf.get_signature()), len(hypotheses))
 
 # %% ../nbs/15_evaluation.ipynb #cd7e8e2c
 def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
                    sentences: Sequence[str],   # raw source sentences
                    max_len: int|None=None,     # the model's maximum length (BOS and EOS included)
-                  ) -> tuple[list[list[int]], list[int]]: # ids `<s> … </s>` per sentence; indices of truncated ones
+                  ) -> tuple[list[list[int]], list[int]]: # `<s> … </s>` ids; the truncated
     "Source sentences → id lists with BOS/EOS, cut to `max_len`."
     out, cut = [], []
     for i, ids in enumerate(codec.encode_src(list(sentences))):
         ids = [BOS_IDX, *ids, EOS_IDX]
-        if max_len is not None and len(ids) > max_len: ids = ids[:max_len - 1] + [EOS_IDX]; cut.append(i)
+        if max_len is not None and len(ids) > max_len:
+            ids = ids[:max_len - 1] + [EOS_IDX]
+            cut.append(i)
         out.append(ids)
     return out, cut
 
-
 # %% ../nbs/15_evaluation.ipynb #3ff89cbc
+def _encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequence[str],
+                  warn: Callable[[str], None]|None,
+                 ) -> tuple[list[int], list[list[int]]]: # indices of the non-blank lines; their ids
+    "The non-blank sentences as `<s> … </s>` ids, over-long ones cut to fit (with a warning)."
+    todo = [i for i, s in enumerate(sentences) if s.strip()]
+    max_len = getattr(getattr(model, "config", None), "max_len", None)
+    ids, cut = encode_sources(codec, [sentences[i] for i in todo], max_len)
+    for j in cut:
+        if warn:
+            warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} "
+                 f"tokens; translating its first {max_len - 2}")
+    return todo, ids
+
 def translate(model: nn.Module,                # a trained `Transformer` in eval mode
               codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
               sentences: Sequence[str],        # raw source sentences
               beam_size: int=4,                # K (1 = greedy)
-              length_penalty: float=0.6,                # length-penalty α
+              length_penalty: float=0.6,       # length-penalty α
               batch_size: int=64,              # sentences decoded together
               progress: bool=False,            # tqdm bar on stderr
               warn: Callable[[str], None]|None=None, # receives a message per truncated sentence
              ) -> list[str]:                   # detokenized translations, "" for blank input
     "Translate raw sentences with beam search (§6.1) and detokenize."
     sentences = list(sentences)
-    todo = [i for i, s in enumerate(sentences) if s.strip()]
-    max_len = getattr(getattr(model, "config", None), "max_len", None)
-    ids, cut = encode_sources(codec, [sentences[i] for i in todo], max_len)
-    for j in cut:
-        if warn: warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} tokens; translating its first {max_len - 2}")
+    todo, ids = _encode_lines(model, codec, sentences, warn)
     hyps = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
 
 def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
-                  pairs: Sequence[tuple[str, str]],            # (source, reference) raw sentence pairs
-                  beam_size: int=4, length_penalty: float=0.6, batch_size: int=64, progress: bool=False,
+                  pairs: Sequence[tuple[str, str]],            # (source, reference) raw pairs
+                  beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
+                  progress: bool=False,
                  ) -> tuple[BleuResult, list[str]]:            # the score and the hypotheses
     "Translate the source side of `pairs` and score it against the raw references with sacreBLEU."
-    hyps = translate(model, codec, [s for s, _ in pairs], beam_size, length_penalty, batch_size, progress)
+    sources = [s for s, _ in pairs]
+    hyps = translate(model, codec, sources, beam_size, length_penalty, batch_size, progress)
     return corpus_bleu(hyps, [t for _, t in pairs]), hyps
+
+# %% ../nbs/15_evaluation.ipynb #f4d3e871
+def nbest_row(index: int, rank: int, score: float, text: str) -> str:
+    "One line of the n-best TSV: input line (from 1), rank (from 1), score, translation."
+    return f"{index}\t{rank}\t{score:.4f}\t{' '.join(text.split())}"
+
+def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
+                    sentences: Sequence[str],  # raw source sentences
+                    n_best: int,               # translations per sentence (the beam widens to it)
+                    beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
+                    warn: Callable[[str], None]|None=None, progress: bool=False, # as in `translate`
+                   ) -> list[list[tuple[float, str]]]: # per sentence (score, text), best first
+    "The `n_best` translations of each raw sentence, with their scores; [] for a blank line."
+    sentences = list(sentences)
+    todo, ids = _encode_lines(model, codec, sentences, warn)
+    lists = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress,
+                          n_best=n_best)
+    out = [[] for _ in sentences]
+    for i, hyps in zip(todo, lists): out[i] = [(s, codec.decode_tgt(h)) for s, h in hyps]
+    return out
 
 # %% ../nbs/15_evaluation.ipynb #8d3b1e62
 def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `translate`
-               sets: dict[str, Sequence[tuple[str, str]]],      # set name -> (source, reference) raw sentence pairs
-               beam_size: int=4, length_penalty: float=0.6, batch_size: int=64, progress: bool=False,
-              ) -> list[dict]:  # per set: set, sentences, bleu, chrf, bleu_signature, chrf_signature, decode_s, hypotheses
-    "Translate and score each set with sacreBLEU's BLEU and chrF; one row per set, in the order given."
+               sets: dict[str, Sequence[tuple[str, str]]],      # name -> (source, reference) pairs
+               beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
+               progress: bool=False,
+              ) -> list[dict]:  # per set: its row (see above), with the hypotheses
+    "Translate and score each set with sacreBLEU's BLEU and chrF: a row per set, in order."
     rows = []
     for name, pairs in sets.items():
         pairs = list(pairs)
         if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
         t = time.perf_counter()
-        bleu, hyps = evaluate_bleu(model, codec, pairs, beam_size, length_penalty, batch_size, progress)
+        bleu, hyps = evaluate_bleu(model, codec, pairs, beam_size, length_penalty, batch_size,
+                                   progress)
         seconds = time.perf_counter() - t
         chrf = corpus_chrf(hyps, [r for _, r in pairs])
         rows.append({"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,
@@ -140,11 +181,14 @@ def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `transla
                      "decode_s": round(seconds, 2), "hypotheses": hyps})
     return rows
 
-def score_table(rows: Sequence[dict], # `score_sets` rows (or dicts with set, sentences, bleu, chrf and the signatures)
+def score_table(rows: Sequence[dict], # `score_sets` rows (or dicts with their keys)
                ) -> str:              # Markdown: the table, then the signatures
-    "A Markdown table `set | sentences | BLEU | chrF`, with the metrics' sacreBLEU signatures under it."
+    "A Markdown table `set | sentences | BLEU | chrF`, with the sacreBLEU signatures under it."
     if not rows: raise ValueError("no rows to tabulate")
     lines = ["| set | sentences | BLEU | chrF |", "| --- | ---: | ---: | ---: |"]
-    lines += [f"| {r['set']} | {r['sentences']:,} | {r['bleu']:.2f} | {r['chrf']:.2f} |" for r in rows]
-    sigs = lambda key: " ; ".join(dict.fromkeys(r[key] for r in rows))   # one, unless the rows were scored differently
-    return "\n".join(lines) + f"\n\nBLEU: `{sigs('bleu_signature')}`  \nchrF2: `{sigs('chrf_signature')}`\n"
+    lines += [f"| {r['set']} | {r['sentences']:,} | {r['bleu']:.2f} | {r['chrf']:.2f} |"
+              for r in rows]
+    # one signature, unless the rows were scored differently
+    sigs = lambda key: " ; ".join(dict.fromkeys(r[key] for r in rows))
+    return ("\n".join(lines) + f"\n\nBLEU: `{sigs('bleu_signature')}`  \n"
+            f"chrF2: `{sigs('chrf_signature')}`\n")

@@ -19,7 +19,7 @@ class PositionwiseFeedForward(nn.Module):
     def __init__(self,
                  d_model: int,                   # input and output width (512 in the base model)
                  d_ff: int,                      # inner width (2048 in the base model)
-                 activation_dropout: float=0.0,  # dropout on the hidden activations (not in the paper)
+                 activation_dropout: float=0.0,  # dropout on the hidden units (not in the paper)
                 ):
         super().__init__()
         self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)

@@ -6,10 +6,12 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/model.html.m
 
 # %% ../nbs/06_model.ipynb #5fafdb7e
 from __future__ import annotations
-import copy, dataclasses, warnings
+import copy, warnings
 from dataclasses import dataclass, asdict
 import torch
+from fastcore.basics import patch
 from torch import nn
+from .runtime import dataclass_from_dict
 from .encoder_decoder import *
 from .attention import *
 from .feed_forward import *
@@ -17,19 +19,9 @@ from .embeddings import *
 from .positional_encoding import *
 
 # %% auto #0
-__all__ = ['PRESETS', 'EARLY_STOP_EVERY', 'dataclass_from_dict', 'TransformerConfig', 'get_config', 'TokenEmbedding',
-           'xavier_init_', 'Transformer', 'check_tokens', 'create_transformer', 'count_parameters',
-           'copy_to_torch_transformer', 'greedy_decode', 'TransformerClassifier', 'TransformerLM']
-
-# %% ../nbs/06_model.ipynb #64d49abb
-def dataclass_from_dict(cls,           # a dataclass type
-                        d: dict,       # field name -> value (e.g. read from a checkpoint)
-                        what: str,     # what the dict holds, for the error: "config", "recipe", ...
-                       ):
-    "`cls(**d)`, but a `ValueError` naming the unknown keys instead of a `TypeError`."
-    unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-    if unknown: raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
-    return cls(**d)
+__all__ = ['PRESETS', 'EARLY_STOP_EVERY', 'TransformerConfig', 'get_config', 'TokenEmbedding', 'xavier_init_', 'Transformer',
+           'check_tokens', 'create_transformer', 'count_parameters', 'copy_to_torch_transformer', 'greedy_decode',
+           'TransformerClassifier', 'TransformerLM']
 
 # %% ../nbs/06_model.ipynb #91891738
 @dataclass
@@ -39,14 +31,16 @@ class TransformerConfig:
     d_model: int = 512              # model width
     d_ff: int = 2048                # inner width of the feed-forward network
     n_heads: int = 8                # h
-    d_k: int|None = None            # d_k = d_v, per-head key/value size; None: d_model / h (Table 3 (B) varies it)
+    # d_k = d_v, per-head key/value size; None: d_model / h (Table 3 (B) varies it)
+    d_k: int|None = None
     dropout: float = 0.1            # P_drop on sublayer outputs and embedding sums (§5.4)
     attn_dropout: float = 0.0       # dropout on attention weights (not in the paper)
     activation_dropout: float = 0.0 # dropout inside the FFN (not in the paper)
     norm_first: bool = False        # False: the paper's post-norm; True: pre-norm
     positional: str = "sinusoidal"  # "sinusoidal" (paper) or "learned"
     max_len: int = 1024             # longest sequence the positional table supports
-    share_embeddings: bool = False  # three-way tying of both embeddings and the output projection (§3.4)
+    # three-way tying of both embeddings and the output projection (§3.4)
+    share_embeddings: bool = False
     pad_idx: int = PAD_IDX          # padding id, for masks
     fused: bool = True              # fused attention kernel (False: the explicit version)
     src_vocab_size: int = 0         # set by `create_transformer`
@@ -60,23 +54,25 @@ class TransformerConfig:
         return dataclass_from_dict(cls, d, "config")
 
 # %% ../nbs/06_model.ipynb #12286118
-def _validate(self: TransformerConfig) -> TransformerConfig:
-    "Raise `ValueError` naming the first inconsistent value."
+@patch
+def validate(self: TransformerConfig) -> TransformerConfig:
+    "Raise `ValueError` naming the first inconsistent value; else return the config."
     for name in ("n_layers", "d_model", "d_ff", "n_heads", "max_len"):
-        if getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+        if getattr(self, name) < 1:
+            raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
     if self.d_k is not None and self.d_k < 1: raise ValueError(f"d_k={self.d_k} must be at least 1")
     if self.d_k is None and self.d_model % self.n_heads:
         raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
     for name in ("dropout", "attn_dropout", "activation_dropout"):
-        if not 0 <= getattr(self, name) < 1: raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
+        if not 0 <= getattr(self, name) < 1:
+            raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
     if self.positional not in ("sinusoidal", "learned"):
         raise ValueError(f"positional={self.positional!r} must be 'sinusoidal' or 'learned'")
     if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-        raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
+        raise ValueError(f"share_embeddings needs one vocabulary, got "
+                         f"src_vocab_size={self.src_vocab_size} "
                          f"and tgt_vocab_size={self.tgt_vocab_size}")
     return self
-
-TransformerConfig.validate = _validate
 
 # %% ../nbs/06_model.ipynb #b612ed73
 PRESETS = {
@@ -112,23 +108,50 @@ def xavier_init_(module: nn.Module) -> nn.Module:
         if p.dim() > 1: nn.init.xavier_uniform_(p)
     return module
 
+# %% ../nbs/06_model.ipynb #0c6e1d36
+def _sublayers(c: TransformerConfig) -> tuple[MultiHeadAttention, PositionwiseFeedForward]:
+    "The attention (§3.2.2) and feed-forward (§3.3) sublayers that every layer copies."
+    attn = MultiHeadAttention(c.d_model, c.n_heads, attn_dropout=c.attn_dropout, fused=c.fused,
+                              d_k=c.d_k)
+    return attn, PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout)
+
+def _token_embedding(c: TransformerConfig, vocab_size: int) -> TokenEmbedding:
+    "Embeddings of `vocab_size` tokens, then positional encoding and dropout (§3.4, §3.5)."
+    pos = PositionalEncoding(c.d_model, c.dropout, c.max_len, c.positional)
+    return TokenEmbedding(Embeddings(c.d_model, vocab_size), pos)
+
+def _encoder(c: TransformerConfig,
+             attn: MultiHeadAttention,     # self-attention, copied into every layer
+             ff: PositionwiseFeedForward,  # feed-forward, copied into every layer
+             real_rows: bool,              # feed-forward on real positions only (chapter 1)
+            ) -> Encoder:
+    "A stack of N self-attention + feed-forward layers (§3.1)."
+    layer = EncoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first,
+                         real_rows=real_rows)
+    return Encoder(layer, c.n_layers, c.norm_first)
+
 # %% ../nbs/06_model.ipynb #3627191d
 class Transformer(EncoderDecoder):
-    "The paper's encoder–decoder Transformer (§3) with its config and masks; `encode` and `decode` check their inputs (below)."
-    def __init__(self, config: TransformerConfig):
+    "The paper's encoder–decoder Transformer (§3), with its config and masks; checks its inputs."
+    def __init__(self,
+                 config: TransformerConfig, # the architecture, validated here
+                 # feed-forward on real positions only (chapter 1; for speed)
+                 real_rows: bool=True,
+                ):
         c = config.validate()
-        attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.fused, c.d_k)
-        ff = PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout)
-        enc_layer = EncoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first)
-        dec_layer = DecoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first)
-        pos = lambda: PositionalEncoding(c.d_model, c.dropout, c.max_len, c.positional)
-        super().__init__(Encoder(enc_layer, c.n_layers, c.norm_first), Decoder(dec_layer, c.n_layers, c.norm_first),
-                         TokenEmbedding(Embeddings(c.d_model, c.src_vocab_size), pos()),
-                         TokenEmbedding(Embeddings(c.d_model, c.tgt_vocab_size), pos()),
+        attn, ff = _sublayers(c)
+        dec_layer = DecoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(attn),
+                                 copy.deepcopy(ff),
+                                 c.dropout, c.norm_first, real_rows=real_rows)
+        super().__init__(_encoder(c, attn, ff, real_rows),
+                         Decoder(dec_layer, c.n_layers, c.norm_first),
+                         _token_embedding(c, c.src_vocab_size),
+                         _token_embedding(c, c.tgt_vocab_size),
                          Generator(c.d_model, c.tgt_vocab_size))
         self.config = c
         xavier_init_(self)
-        if c.share_embeddings: share_weights(self.src_embed.embed, self.tgt_embed.embed, self.generator)
+        if c.share_embeddings:
+            share_weights(self.src_embed.embed, self.tgt_embed.embed, self.generator)
 
     def make_src_mask(self, src: torch.Tensor, # (batch, src_len) int64
                      ) -> torch.Tensor:        # (batch, 1, 1, src_len) bool, True = real token
@@ -146,44 +169,59 @@ def check_tokens(tokens: torch.Tensor, # (batch, seq_len) token ids
                  max_len: int,         # the positional table's size
                  name: str="tokens",   # named in the errors
                  start: int=0,         # position of tokens[:, 0] (incremental decoding)
-                 values: bool=True,    # also check the ids themselves (this reads them back from the device)
+                 # also check the ids themselves (reads them back from the device)
+                 values: bool=True,
                 ):
-    "Refuse anything but (batch, seq_len) integer ids in [0, vocab_size) ending within the positional table, naming the problem."
-    if tokens.dim() != 2: raise ValueError(f"{name} must be (batch, seq_len) token ids, got shape {tuple(tokens.shape)}")
-    if tokens.dtype not in (torch.int64, torch.int32): raise TypeError(f"{name} must hold integer token ids, got {tokens.dtype}")
+    "Refuse all but (batch, seq_len) integer ids in [0, vocab_size) within max_len, naming why."
+    if tokens.dim() != 2:
+        raise ValueError(f"{name} must be (batch, seq_len) token ids, "
+                         f"got shape {tuple(tokens.shape)}")
+    if tokens.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must hold integer token ids, got {tokens.dtype}")
     if start + tokens.shape[1] > max_len:
-        raise ValueError(f"{name} of length {start + tokens.shape[1]} is longer than the positional table (max_len={max_len})")
+        raise ValueError(f"{name} of length {start + tokens.shape[1]} is longer than the "
+                         f"positional table (max_len={max_len})")
     if values and tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         bad = tokens[(tokens < 0) | (tokens >= vocab_size)][0].item()
-        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size})")
+        raise ValueError(f"{name} contains token id {bad}, "
+                         f"outside the vocabulary [0, {vocab_size})")
 
 # %% ../nbs/06_model.ipynb #4dbbe2eb
-def _encode(self: Transformer, src, src_mask): # (batch, src_len) int64, bool mask -> memory (batch, src_len, d_model)
+@patch
+def encode(self: Transformer,
+           src: torch.Tensor,       # (batch, src_len) int64
+           src_mask: torch.Tensor,  # bool, broadcastable to (batch, heads, src_len, src_len)
+          ) -> torch.Tensor:        # memory (batch, src_len, d_model)
     "Check inputs, then run the encoder (§3.1)."
     c = self.config
     check_tokens(src, c.src_vocab_size, c.max_len, "src")
     check_mask(src_mask, (src.shape[0], c.n_heads, src.shape[1], src.shape[1]), "src_mask")
     return EncoderDecoder.encode(self, src, src_mask)
 
-def _decode(self: Transformer, memory, src_mask, tgt, tgt_mask, cache=None): # as `EncoderDecoder.decode`
+@patch
+# as `EncoderDecoder.decode`
+def decode(self: Transformer, memory, src_mask, tgt, tgt_mask, cache=None):
     "Check inputs, then run the decoder (§3.1); with `cache`, `tgt` holds only the new positions."
     c, start = self.config, (cache.length if cache is not None else 0)
-    check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", start, values=start == 0)  # later steps: the model's own ids
+    # later steps of an incremental decode feed back the model's own ids: shapes only
+    check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", start, values=start == 0)
     B, T = tgt.shape
     check_mask(tgt_mask, (B, c.n_heads, T, start + T), "tgt_mask")
     check_mask(src_mask, (B, c.n_heads, T, memory.shape[1]), "src_mask")
     return EncoderDecoder.decode(self, memory, src_mask, tgt, tgt_mask, cache)
 
-Transformer.encode, Transformer.decode = _encode, _decode
-
 # %% ../nbs/06_model.ipynb #9638ccea
 def create_transformer(src_vocab_size: int,  # source vocabulary size
                        tgt_vocab_size: int,  # target vocabulary size
-                       preset: str|None=None, # "tiny", "small", "base" or "big"; None = dataclass defaults (base)
+                       # "tiny", "small", "base" or "big"; None: the defaults (base)
+                       preset: str|None=None,
+                       # feed-forward on real positions only (chapter 1; for speed)
+                       real_rows: bool=True,
                        **config,              # any `TransformerConfig` field, overriding the preset
                       ) -> Transformer:
     "Build the paper's Transformer, Xavier-initialised (§3, Table 3)."
-    return Transformer(get_config(preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **config))
+    c = get_config(preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **config)
+    return Transformer(c, real_rows=real_rows)
 
 def count_parameters(model: nn.Module) -> int:
     "Number of distinct trainable parameters (shared weights counted once)."
@@ -191,31 +229,42 @@ def count_parameters(model: nn.Module) -> int:
 
 # %% ../nbs/06_model.ipynb #ee8062ab
 def copy_to_torch_transformer(ours: Transformer) -> nn.Transformer:
-    "An `nn.Transformer` (batch_first) holding copies of our layer weights (embeddings and generator excluded)."
+    "An `nn.Transformer` (batch_first) holding copies of our layers' weights (not the embeddings)."
     c = ours.config
-    if c.d_k not in (None, c.d_model // c.n_heads): raise ValueError(f"nn.Transformer has no d_k of its own; this model's d_k={c.d_k} is not d_model/h")
-    with warnings.catch_warnings():  # nn.Transformer warns that pre-norm disables its nested-tensor fast path
+    if c.d_k not in (None, c.d_model // c.n_heads):
+        raise ValueError(f"nn.Transformer has no d_k of its own; "
+                         f"this model's d_k={c.d_k} is not d_model/h")
+    # nn.Transformer warns that pre-norm disables its nested-tensor fast path
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff, c.dropout, batch_first=True, norm_first=c.norm_first)
+        t = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff, c.dropout,
+                           batch_first=True, norm_first=c.norm_first)
     if not c.norm_first: t.encoder.norm, t.decoder.norm = None, None
+    load = lambda src, dst: dst.load_state_dict(src.state_dict())   # our module -> theirs
     with torch.no_grad():
         for o, l in zip(ours.encoder.layers, t.encoder.layers):
             copy_mha_to_torch(o.self_attn, l.self_attn)
-            l.linear1.load_state_dict(o.feed_forward.w_1.state_dict()); l.linear2.load_state_dict(o.feed_forward.w_2.state_dict())
-            l.norm1.load_state_dict(o.sublayer[0].norm.state_dict()); l.norm2.load_state_dict(o.sublayer[1].norm.state_dict())
+            load(o.feed_forward.w_1, l.linear1)
+            load(o.feed_forward.w_2, l.linear2)
+            for i, n in enumerate((l.norm1, l.norm2)): load(o.sublayer[i].norm, n)
         for o, l in zip(ours.decoder.layers, t.decoder.layers):
-            copy_mha_to_torch(o.self_attn, l.self_attn); copy_mha_to_torch(o.src_attn, l.multihead_attn)
-            l.linear1.load_state_dict(o.feed_forward.w_1.state_dict()); l.linear2.load_state_dict(o.feed_forward.w_2.state_dict())
-            for i, n in enumerate((l.norm1, l.norm2, l.norm3)): n.load_state_dict(o.sublayer[i].norm.state_dict())
+            copy_mha_to_torch(o.self_attn, l.self_attn)
+            copy_mha_to_torch(o.src_attn, l.multihead_attn)
+            load(o.feed_forward.w_1, l.linear1)
+            load(o.feed_forward.w_2, l.linear2)
+            for i, n in enumerate((l.norm1, l.norm2, l.norm3)): load(o.sublayer[i].norm, n)
         if c.norm_first:
-            t.encoder.norm.load_state_dict(ours.encoder.norm.state_dict()); t.decoder.norm.load_state_dict(ours.decoder.norm.state_dict())
+            load(ours.encoder.norm, t.encoder.norm)
+            load(ours.decoder.norm, t.decoder.norm)
     return t
 
 # %% ../nbs/06_model.ipynb #9f268605
-EARLY_STOP_EVERY = {"cpu": 1}  # device type -> decoding steps between checks that every row has ended (default 16)
+# device type -> decoding steps between checks that all rows ended (else 16)
+EARLY_STOP_EVERY = {"cpu": 1}
 
 @torch.no_grad()
-def greedy_decode(model: EncoderDecoder,  # a trained `Transformer`, switched to eval mode by the caller
+# a trained `Transformer`, switched to eval mode by the caller
+def greedy_decode(model: EncoderDecoder,
                   src: torch.Tensor,       # (batch, src_len) int64 source ids
                   src_mask: torch.Tensor,  # (batch, 1, 1, src_len) bool, True = real token
                   max_new_tokens: int,            # maximum number of generated tokens
@@ -223,40 +272,48 @@ def greedy_decode(model: EncoderDecoder,  # a trained `Transformer`, switched to
                   end_symbol: int=EOS_IDX,   # generation stops after this token
                   pad_idx: int=PAD_IDX,   # fills rows that have finished
                   use_cache: bool=True,      # incremental decoding with a key/value cache
-                 ) -> torch.Tensor:          # (batch, ≤ max_new_tokens) int64, without the start symbol
+                  # steps between checks that all rows ended; None: by device
+                  check_every: int|None=None,
+                 # (batch, ≤ max_new_tokens) int64, without the start symbol
+                 ) -> torch.Tensor:
     "Batched greedy decoding; each row stops at its `end_symbol`, then holds `pad_idx`."
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     memory = model.encode(src, src_mask)
-    B = src.shape[0]
-    ys = torch.full((B, 1), start_symbol, dtype=torch.long, device=src.device)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    B, dev = src.shape[0], src.device
+    ys = torch.full((B, 1), start_symbol, dtype=torch.long, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
     cache = KVCache(len(model.decoder.layers)) if use_cache else None
-    every = EARLY_STOP_EVERY.get(src.device.type, 16)    # reading `done` back makes a GPU wait: only every few steps
-    stop = torch.full((), max_new_tokens, device=src.device)     # tokens generated when the last row ended
+    # reading `done` back makes a GPU wait: only every few steps
+    every = check_every or EARLY_STOP_EVERY.get(dev.type, 16)
+    stop = torch.full((), max_new_tokens, device=dev)     # tokens generated when the last row ended
     for t in range(max_new_tokens):
-        if use_cache: h = model.decode(memory, src_mask, ys[:, -1:], None, cache)       # (batch, 1, d_model)
-        else: h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], src.device))  # (batch, t, d_model)
-        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_idx)        # (batch,)
+        # (batch, 1, d_model)
+        if use_cache: h = model.decode(memory, src_mask, ys[:, -1:], None, cache)
+        # (batch, t, d_model)
+        else: h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], dev))
+        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_idx)    # (batch,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == end_symbol
         stop = torch.where(done.all() & (stop == max_new_tokens), t + 1, stop)
         if (t + 1) % every == 0 and bool(done.all()): break
-    return ys[:, 1:1 + int(stop)]                         # without steps run after every row had ended
+    # without steps run after every row had ended
+    return ys[:, 1:1 + int(stop)]
 
 # %% ../nbs/06_model.ipynb #f683e92a
-def _self_attention_stack(c: TransformerConfig, vocab_size: int) -> tuple[TokenEmbedding, Encoder]:
-    "Token embedding + a stack of self-attention/FFN layers: the shared body of the encoder-only and decoder-only models."
-    layer = EncoderLayer(c.d_model, MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.fused),
-                         PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout), c.dropout, c.norm_first)
-    embed = TokenEmbedding(Embeddings(c.d_model, vocab_size), PositionalEncoding(c.d_model, c.dropout, c.max_len, c.positional))
-    return embed, Encoder(layer, c.n_layers, c.norm_first)
-
 class TransformerClassifier(nn.Module):
     "Encoder-only Transformer: embed, encode with a padding mask, mean-pool real tokens, classify."
-    def __init__(self, vocab_size: int, n_classes: int, preset: str|None=None, **config):
+    def __init__(self,
+                 vocab_size: int,       # token ids in [0, vocab_size)
+                 n_classes: int,        # outputs of the classifier head
+                 preset: str|None=None, # as in `create_transformer`
+                 real_rows: bool=True,  # feed-forward on real positions only (chapter 1; for speed)
+                 **config,              # any `TransformerConfig` field, overriding the preset
+                ):
         super().__init__()
-        c = self.config = get_config(preset, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **config)
-        self.embed, self.encoder = _self_attention_stack(c, vocab_size)
+        c = get_config(preset, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **config)
+        self.config = c
+        attn, ff = _sublayers(c)
+        self.embed, self.encoder = _token_embedding(c, vocab_size), _encoder(c, attn, ff, real_rows)
         self.head = nn.Linear(c.d_model, n_classes)
         xavier_init_(self)
 
@@ -270,16 +327,27 @@ class TransformerClassifier(nn.Module):
 
 # %% ../nbs/06_model.ipynb #61d869e8
 class TransformerLM(nn.Module):
-    "Decoder-only Transformer language model: causal self-attention stack + generator (tied to the embedding)."
-    def __init__(self, vocab_size: int, preset: str|None=None, tie_weights: bool=True, **config):
+    "Decoder-only Transformer language model: causal self-attention stack + (tied) generator."
+    def __init__(self,
+                 vocab_size: int,        # token ids in [0, vocab_size)
+                 preset: str|None=None,  # as in `create_transformer`
+                 tie_weights: bool=True, # the generator's projection is the embedding table (§3.4)
+                 # feed-forward on real positions only (chapter 1; for speed)
+                 real_rows: bool=True,
+                 **config,               # any `TransformerConfig` field, overriding the preset
+                ):
         super().__init__()
-        c = self.config = get_config(preset, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **config)
-        self.embed, self.decoder = _self_attention_stack(c, vocab_size)
+        c = get_config(preset, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **config)
+        self.config = c
+        attn, ff = _sublayers(c)
+        self.embed, self.decoder = _token_embedding(c, vocab_size), _encoder(c, attn, ff, real_rows)
         self.generator = Generator(c.d_model, vocab_size)
         xavier_init_(self)
         if tie_weights: share_weights(None, self.embed.embed, self.generator)
 
     def forward(self, tokens: torch.Tensor, # (batch, seq_len) int64
-               ) -> torch.Tensor:           # (batch, seq_len, vocab_size) next-token log-probabilities
+               # (batch, seq_len, vocab_size) next-token log-probabilities
+               ) -> torch.Tensor:
         check_tokens(tokens, self.embed.embed.vocab_size, self.config.max_len)
-        return self.generator(self.decoder(self.embed(tokens), target_mask(tokens, self.config.pad_idx)))
+        mask = target_mask(tokens, self.config.pad_idx)              # (batch, 1, seq_len, seq_len)
+        return self.generator(self.decoder(self.embed(tokens), mask))

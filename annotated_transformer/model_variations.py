@@ -14,9 +14,10 @@ from .model import TransformerConfig, count_parameters
 from .batching import token_batch_loader
 from .regularization import LabelSmoothingLoss
 from .training import validate
-from .data import load_split, encode_pairs
+from .data import load_split, encode_pairs, codec_from_dict
 from .runtime import hardware_summary
-from .multi30k import Multi30kRecipe, train_multi30k, load_translator
+from .checkpoints import load_checkpoint, model_from_checkpoint
+from .multi30k import Multi30kRecipe, RunOptions, train_multi30k
 
 # %% auto #0
 __all__ = ['BASE', 'BASE_RECIPE', 'STEPS', 'BASE_SEEDS', 'VARIANTS', 'Variant', 'select_variants', 'dev_perplexity',
@@ -26,7 +27,7 @@ __all__ = ['BASE', 'BASE_RECIPE', 'STEPS', 'BASE_SEEDS', 'VARIANTS', 'Variant', 
 # %% ../nbs/17_model_variations.ipynb #0d75add1
 @dataclass(frozen=True)
 class Variant:
-    "One row of Table 3: the change from the base (model-config or recipe fields) and the paper's dev results for it."
+    "One row of Table 3: the change from the base (config or recipe fields); the paper's results."
     name: str          # e.g. "A-h1"
     row: str           # Table 3's row: "base", "A" … "E"
     changes: dict      # `TransformerConfig` or `Multi30kRecipe` fields that differ from the base
@@ -35,12 +36,15 @@ class Variant:
     paper_bleu: float  # the paper's dev BLEU (newstest2013)
 
 # %% ../nbs/17_model_variations.ipynb #c11edc59
-BASE = dict(n_layers=3, d_model=128, d_ff=512, n_heads=8)   # our CPU-scale base model (d_k = 128/8 = 16)
-BASE_RECIPE = dict(bpe_vocab_size=2000, batch_tokens=4096, warmup_steps=200, lr_scale=0.2, dropout=0.1, label_smoothing=0.1)
+# our CPU-scale base model (d_k = 128/8 = 16)
+BASE = dict(n_layers=3, d_model=128, d_ff=512, n_heads=8)
+BASE_RECIPE = dict(bpe_vocab_size=2000, batch_tokens=4096, warmup_steps=200, lr_scale=0.2,
+                   dropout=0.1, label_smoothing=0.1)
 STEPS = 600               # updates per run, the same for every variant (the paper fixed 100K steps)
 BASE_SEEDS = (0, 1, 2)    # the base runs three times: its spread is the noise band
 VARIANTS = [Variant(*v) for v in [
-    ("base", "base", {}, "N=6, d_model=512, d_ff=2048, h=8, d_k=64, P_drop=0.1, ε_ls=0.1", 4.92, 25.8),
+    ("base", "base", {}, "N=6, d_model=512, d_ff=2048, h=8, d_k=64, P_drop=0.1, ε_ls=0.1",
+     4.92, 25.8),
     ("A-h1", "A", {"n_heads": 1}, "h=1, d_k=d_v=512", 5.29, 24.9),
     ("A-h4", "A", {"n_heads": 4}, "h=4, d_k=d_v=128", 5.00, 25.5),
     ("A-h16", "A", {"n_heads": 16}, "h=16, d_k=d_v=32", 4.91, 25.8),
@@ -58,20 +62,23 @@ VARIANTS = [Variant(*v) for v in [
     ("D-drop0.2", "D", {"dropout": 0.2}, "P_drop=0.2", 4.95, 25.5),
     ("D-ls0", "D", {"label_smoothing": 0.0}, "ε_ls=0.0", 4.67, 25.3),
     ("D-ls0.2", "D", {"label_smoothing": 0.2}, "ε_ls=0.2", 5.47, 25.7),
-    ("E-learned", "E", {"positional": "learned"}, "positional embedding instead of sinusoids", 4.92, 25.7),
+    ("E-learned", "E", {"positional": "learned"}, "positional embedding instead of sinusoids",
+     4.92, 25.7),
 ]]
 
 # %% ../nbs/17_model_variations.ipynb #729d68f6
-def select_variants(spec: str|list|None=None, # "A,C", "base,E-learned", or a list of those; None: every variant
-                   ) -> list[Variant]:        # in Table 3's order
-    "The variants named by row letters and/or variant names; `ValueError` naming the choices for an unknown one."
+def select_variants(
+    spec: str|list|None=None, # "A,C", "base,E-learned", or a list of those; None: every variant
+) -> list[Variant]:           # in Table 3's order
+    "The variants named by row letters and/or names; `ValueError` naming the choices if unknown."
     if spec is None: return list(VARIANTS)
     asked = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     known = {v.row for v in VARIANTS} | {v.name for v in VARIANTS}
     bad = [s for s in asked if s not in known]
     if bad or not asked:
-        raise ValueError(f"unknown row or variant {', '.join(map(repr, bad)) or '(none given)'}; choose rows "
-                         f"{', '.join(sorted({v.row for v in VARIANTS}))} or variants {', '.join(v.name for v in VARIANTS)}")
+        raise ValueError(f"unknown row or variant {', '.join(map(repr, bad)) or '(none given)'}; "
+                         f"choose rows {', '.join(sorted({v.row for v in VARIANTS}))} "
+                         f"or variants {', '.join(v.name for v in VARIANTS)}")
     return [v for v in VARIANTS if v.row in asked or v.name in asked]
 
 # %% ../nbs/17_model_variations.ipynb #cb0bdcdf
@@ -80,14 +87,16 @@ def dev_perplexity(model: torch.nn.Module, # a trained `Transformer` in eval mod
                    pairs: list,            # (source, target) sentence pairs
                    batch_tokens: int=4096, # tokens per batch
                   ) -> float:              # exp(cross-entropy per target token)
-    "Table 3's PPL: exp of the plain cross-entropy (no label smoothing) per target subword token on `pairs`."
+    "Table 3's PPL: exp of the cross-entropy without label smoothing per target subword on `pairs`."
     data = encode_pairs(codec, pairs, model.config.max_len)
     loader = token_batch_loader(data, batch_tokens, shuffle=False)
-    nll = LabelSmoothingLoss(model.config.tgt_vocab_size, 0.0, model.config.pad_idx, reduction="sum")
+    nll = LabelSmoothingLoss(model.config.tgt_vocab_size, 0.0, model.config.pad_idx,
+                             reduction="sum")
     return math.exp(validate(model, loader, nll))
 
 # %% ../nbs/17_model_variations.ipynb #c6a0e70f
-_CONFIG_KEYS = {f.name for f in dataclasses.fields(TransformerConfig)} - {f.name for f in dataclasses.fields(Multi30kRecipe)}
+_CONFIG_KEYS = ({f.name for f in dataclasses.fields(TransformerConfig)}
+                - {f.name for f in dataclasses.fields(Multi30kRecipe)})
 
 def variant_setup(variant: Variant, base: dict=BASE, # the base model (`TransformerConfig` fields)
                  ) -> tuple[dict, dict]:               # model fields, recipe fields
@@ -113,39 +122,50 @@ def run_variant(variant: Variant,              # what to change
                 base: dict=BASE,               # the base model
                 data_dir=None,                 # data root (chapter 13)
                 max_train_pairs: int|None=None, # use only the first N training pairs (smoke runs)
-                max_eval_sentences: int|None=None, # score only the first N development sentences (smoke runs)
+                # score only the first N development sentences (smoke runs)
+                max_eval_sentences: int|None=None,
                 progress: bool=False,          # tqdm bars
                ) -> dict:                      # one results record
-    "Train one Table 3 variant on Multi30k en→de for `steps` updates; dev perplexity and BLEU of the last model."
+    "Train one Table 3 variant on Multi30k en→de for `steps` updates; dev PPL and BLEU at the end."
     model_cfg, recipe = variant_setup(variant, base)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="variation-") as tmp:
-        res = train_multi30k("small", Path(tmp) / "run", data_dir, max_steps=steps, seed=seed, src="en", tgt="de",
-                             evaluate_splits=("val",), max_train_pairs=max_train_pairs, max_eval_sentences=max_eval_sentences,
-                             progress=progress, log=lambda m: None, model_overrides=model_cfg, average=1,
+        options = RunOptions("small", Path(tmp) / "run", data_dir, max_steps=steps, seed=seed,
+                             src="en", tgt="de", evaluate_splits=("val",), progress=progress,
+                             max_train_pairs=max_train_pairs, max_eval_sentences=max_eval_sentences)
+        res = train_multi30k(options, log=lambda m: None, model_overrides=model_cfg, average=1,
                              save_every=steps, beam_size=4, length_penalty=0.6, **recipe)
-        model, codec, _ = load_translator(res["checkpoint"])
+        ck = load_checkpoint(res["checkpoint"])            # the run's own last checkpoint
+        model = model_from_checkpoint(ck).eval()
+        codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
         dev = load_split("val", data_dir, src="en", tgt="de")[:max_eval_sentences]
         ppl = dev_perplexity(model, codec, dev)
     cpu = hardware_summary(as_dict=True)
-    return {"name": variant.name, "row": variant.row, "seed": seed, "steps": res["updates"], "changes": variant.changes,
-            "model": model_cfg, "recipe": recipe, "max_train_pairs": max_train_pairs, "max_eval_sentences": max_eval_sentences,
-            "parameters": res["parameters"], "dev_ppl": round(ppl, 3), "dev_bleu": res["val_bleu"], "dev_chrf": res["val_chrf"],
-            "train_minutes": round(res["train_time_s"] / 60, 2), "minutes": round((time.perf_counter() - t0) / 60, 2),
+    return {"name": variant.name, "row": variant.row, "seed": seed, "steps": res["updates"],
+            "changes": variant.changes, "model": model_cfg, "recipe": recipe,
+            "max_train_pairs": max_train_pairs, "max_eval_sentences": max_eval_sentences,
+            "parameters": res["parameters"], "dev_ppl": round(ppl, 3),
+            "dev_bleu": res["val_bleu"], "dev_chrf": res["val_chrf"],
+            "train_minutes": round(res["train_time_s"] / 60, 2),
+            "minutes": round((time.perf_counter() - t0) / 60, 2),
             "command": _command(variant, seed, steps, base, max_train_pairs, max_eval_sentences),
-            "hardware": hardware_summary(torch.device("cpu")), "capability": cpu["capability"], "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "hardware": hardware_summary(torch.device("cpu")), "capability": cpu["capability"],
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 # %% ../nbs/17_model_variations.ipynb #b5d2f3e9
 def _key(r: dict) -> tuple:
-    return (r["name"], r["seed"], r["steps"], json.dumps(r["model_base"], sort_keys=True), r.get("max_train_pairs"), r.get("max_eval_sentences"))
+    return (r["name"], r["seed"], r["steps"], json.dumps(r["model_base"], sort_keys=True),
+            r.get("max_train_pairs"), r.get("max_eval_sentences"))
 
 def read_results(path: str|os.PathLike) -> list[dict]:
-    "The records in a results file (an empty list if there is none yet); `ValueError` naming the file if it is not one."
+    "The records in a results file ([] if none yet); `ValueError` naming a file that is not one."
     path = Path(path)
     if not path.exists(): return []
-    try: data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{path} is not a results file: {e}") from None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not a results file: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise ValueError(f"{path} is not a results file: expected {{\"runs\": [...]}}")
     return data["runs"]
@@ -154,27 +174,35 @@ def _append_result(path: Path, record: dict):
     "Add (or replace) one record under a lock, writing the file atomically."
     lock = open(str(path) + ".lock", "w")
     try:
-        try: import fcntl; fcntl.flock(lock, fcntl.LOCK_EX)
-        except ImportError: pass                          # no POSIX locks (Windows): one process per results file
+        try:
+            import fcntl
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError: pass            # no POSIX locks (Windows): one process per results file
         runs = [r for r in read_results(path) if _key(r) != _key(record)] + [record]
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"runs": runs}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps({"runs": runs}, indent=1, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
         os.replace(tmp, path)
     finally: lock.close()
 
 # %% ../nbs/17_model_variations.ipynb #edb54411
-def run_variations(rows: str|list|None=None,          # rows/variants (see `select_variants`); None: all of Table 3
-                   results: str|os.PathLike="variations.json", # the results file, read first and appended to
-                   seeds: tuple|None=None,             # seeds for every variant; None: BASE_SEEDS for the base, 0 for the rest
-                   rerun: bool=False,                  # run again even if a record exists (and replace it)
-                   steps: int=STEPS, base: dict=BASE,  # updates per run; the base model
-                   data_dir=None, max_train_pairs: int|None=None, max_eval_sentences: int|None=None,
-                   log=None,                           # callable for progress lines (default: stderr)
-                   progress: bool=False,               # tqdm bars inside each run
-                  ) -> list[dict]:                     # the records asked for, from the file or new
+def run_variations(
+    rows: str|list|None=None,        # rows/variants (see `select_variants`); None: all of Table 3
+    results: str|os.PathLike="variations.json", # the results file, read first and appended to
+    seeds: tuple|None=None, # seeds for every variant; None: BASE_SEEDS for the base, 0 for the rest
+    rerun: bool=False,               # run again even if a record exists (and replace it)
+    steps: int=STEPS,                # updates per run
+    base: dict=BASE,                 # the base model
+    data_dir=None,                   # data root (chapter 13)
+    max_train_pairs: int|None=None,  # use only the first N training pairs (smoke runs)
+    max_eval_sentences: int|None=None, # score only the first N development sentences (smoke runs)
+    log=None,                        # callable for progress lines (default: stderr)
+    progress: bool=False,            # tqdm bars inside each run
+) -> list[dict]:                     # the records asked for, from the file or new
     "Run the asked-for variants that are not yet in `results`, appending each record as it arrives."
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-    path = Path(results); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(results)
+    path.parent.mkdir(parents=True, exist_ok=True)
     out = []
     for v in select_variants(rows):
         for seed in (seeds if seeds is not None else BASE_SEEDS if v.row == "base" else (0,)):
@@ -182,62 +210,89 @@ def run_variations(rows: str|list|None=None,          # rows/variants (see `sele
                     "max_train_pairs": max_train_pairs, "max_eval_sentences": max_eval_sentences}
             have = next((r for r in read_results(path) if _key(r) == _key(want)), None)
             if have is not None and not rerun:
-                log(f"{v.name} seed {seed}: already in {path} (dev BLEU {have['dev_bleu']}), skipped"); out.append(have); continue
+                log(f"{v.name} seed {seed}: already in {path} "
+                    f"(dev BLEU {have['dev_bleu']}), skipped")
+                out.append(have)
+                continue
             model_cfg = variant_setup(v, base)[0]
             log(f"{v.name} seed {seed}: training {steps} update{'s' * (steps != 1)} of "
                 f"{', '.join(f'{k}={x}' for k, x in model_cfg.items())} (the paper: {v.paper}) …")
-            r = {**run_variant(v, seed, steps, base, data_dir, max_train_pairs, max_eval_sentences, progress), "model_base": base}
-            _append_result(path, r); out.append(r)
-            log(f"{v.name} seed {seed}: dev BLEU {r['dev_bleu']}, dev PPL {r['dev_ppl']}, {r['minutes']} min")
+            r = {**run_variant(v, seed, steps, base, data_dir, max_train_pairs,
+                               max_eval_sentences, progress),
+                 "model_base": base}
+            _append_result(path, r)
+            out.append(r)
+            log(f"{v.name} seed {seed}: dev BLEU {r['dev_bleu']}, dev PPL {r['dev_ppl']}, "
+                f"{r['minutes']} min")
     return out
 
 # %% ../nbs/17_model_variations.ipynb #999b3677
-def summarize(records: list[dict], # records of `run_variations`, including the base
-             ) -> list[dict]:      # one row per variant in Table 3's order, with the base's seed band
-    "Mean dev BLEU/PPL per variant, its change against the base mean, the paper's change, and whether it leaves the base's seed band."
+def summarize(
+    records: list[dict], # records of `run_variations`, including the base
+) -> list[dict]:         # one row per variant in Table 3's order, with the base's seed band
+    "Mean dev BLEU/PPL per variant; its and the paper's change from the base; outside the band?"
     by = {}
     for r in records: by.setdefault(r["name"], []).append(r)
-    if "base" not in by: raise ValueError("no base run among the records: the changes are measured against it")
-    base_bleu = [r["dev_bleu"] for r in by["base"]]; base_ppl = statistics.mean(r["dev_ppl"] for r in by["base"])
+    if "base" not in by:
+        raise ValueError("no base run among the records: the changes are measured against it")
+    base_bleu = [r["dev_bleu"] for r in by["base"]]
+    base_ppl = statistics.mean(r["dev_ppl"] for r in by["base"])
     b_mean, lo, hi = statistics.mean(base_bleu), min(base_bleu), max(base_bleu)
     paper = VARIANTS[0]
     rows = []
     for v in VARIANTS:
         if v.name not in by: continue
-        rs = by[v.name]; bleu, ppl = statistics.mean(r["dev_bleu"] for r in rs), statistics.mean(r["dev_ppl"] for r in rs)
-        rows.append({"name": v.name, "row": v.row, "paper_setting": v.paper, "ours": ", ".join(f"{k}={x}" for k, x in v.changes.items()) or "—",
-                     "seeds": len(rs), "parameters": rs[0]["parameters"], "minutes": statistics.mean(r["minutes"] for r in rs),
-                     "dev_bleu": bleu, "dev_ppl": ppl, "d_bleu": bleu - b_mean, "ppl_ratio": ppl / base_ppl,
-                     "paper_d_bleu": v.paper_bleu - paper.paper_bleu, "paper_ppl_ratio": v.paper_ppl / paper.paper_ppl,
-                     "outside_band": v.name != "base" and not lo <= bleu <= hi, "band": (lo - b_mean, hi - b_mean)})
+        rs = by[v.name]
+        bleu, ppl = (statistics.mean(r["dev_bleu"] for r in rs),
+                     statistics.mean(r["dev_ppl"] for r in rs))
+        rows.append({"name": v.name, "row": v.row, "paper_setting": v.paper,
+                     "ours": ", ".join(f"{k}={x}" for k, x in v.changes.items()) or "—",
+                     "seeds": len(rs), "parameters": rs[0]["parameters"],
+                     "minutes": statistics.mean(r["minutes"] for r in rs),
+                     "dev_bleu": bleu, "dev_ppl": ppl,
+                     "d_bleu": bleu - b_mean, "ppl_ratio": ppl / base_ppl,
+                     "paper_d_bleu": v.paper_bleu - paper.paper_bleu,
+                     "paper_ppl_ratio": v.paper_ppl / paper.paper_ppl,
+                     "outside_band": v.name != "base" and not lo <= bleu <= hi,
+                     "band": (lo - b_mean, hi - b_mean)})
     return rows
 
 # %% ../nbs/17_model_variations.ipynb #a9f4c630
 def variations_table(records: list[dict]) -> str:
-    "Table 3 side by side as Markdown: the paper's setting and change, ours, and whether ours leaves the base's seed band."
-    rows = summarize(records); lo, hi = rows[0]["band"]
-    head = ("| row | paper | ours | params | dev PPL | PPL vs base: ours / paper | dev BLEU | ΔBLEU ours | ΔBLEU paper | min |\n"
+    "Table 3 side by side in Markdown: the paper's setting and change, ours, * if outside the band."
+    rows = summarize(records)
+    lo, hi = rows[0]["band"]
+    head = ("| row | paper | ours | params | dev PPL | PPL vs base: ours / paper | dev BLEU "
+            "| ΔBLEU ours | ΔBLEU paper | min |\n"
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
     def line(r):
         seeds = f" ({r['seeds']} seeds)" if r["seeds"] > 1 else ""
-        return (f"| {r['row']} | {r['paper_setting']} | {r['ours']}{seeds} | {r['parameters'] / 1e6:.2f}M | {r['dev_ppl']:.2f} "
+        return (f"| {r['row']} | {r['paper_setting']} | {r['ours']}{seeds} "
+                f"| {r['parameters'] / 1e6:.2f}M | {r['dev_ppl']:.2f} "
                 f"| {r['ppl_ratio']:.3f} / {r['paper_ppl_ratio']:.3f} | {r['dev_bleu']:.2f} "
-                f"| {r['d_bleu']:+.2f}{' *' if r['outside_band'] else ''} | {r['paper_d_bleu']:+.1f} | {r['minutes']:.1f} |")
+                f"| {r['d_bleu']:+.2f}{' *' if r['outside_band'] else ''} "
+                f"| {r['paper_d_bleu']:+.1f} | {r['minutes']:.1f} |")
     return (head + "\n".join(map(line, rows)) +
-            f"\n\nThe base's seeds span {lo:+.2f} … {hi:+.2f} BLEU around their mean; * marks a change outside that band.")
+            f"\n\nThe base's seeds span {lo:+.2f} … {hi:+.2f} BLEU around their mean; "
+            "* marks a change outside that band.")
 
 # %% ../nbs/17_model_variations.ipynb #155b1a2d
 def plot_variations(records: list[dict], ax=None):
-    "Δ dev BLEU of each variant against the base mean (bars: ours; dots: the paper), the base's seed band shaded."
+    "Δ dev BLEU per variant against the base mean (bars: ours; dots: the paper), seed band shaded."
     import matplotlib.pyplot as plt
     rows = [r for r in summarize(records) if r["name"] != "base"]
     lo, hi = summarize(records)[0]["band"]
     ax = ax or plt.subplots(figsize=(7, 0.32 * len(rows) + 1.2))[1]
     y = range(len(rows))[::-1]
     ax.axvspan(lo, hi, color="0.85", label="base: spread over seeds")
-    ax.barh(list(y), [r["d_bleu"] for r in rows], color=["C3" if r["outside_band"] else "C0" for r in rows], label="ours (red: outside the band)")
-    ax.scatter([r["paper_d_bleu"] for r in rows], list(y), color="k", marker="D", s=18, zorder=3, label="the paper (Table 3)")
-    ax.set_yticks(list(y), [f"{r['row']}: {r['ours']}" for r in rows]); ax.axvline(0, color="k", lw=0.8)
-    ax.set_xlabel("Δ dev BLEU against the base (BLEU points)"); ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8)
+    ax.barh(list(y), [r["d_bleu"] for r in rows],
+            color=["C3" if r["outside_band"] else "C0" for r in rows],
+            label="ours (red: outside the band)")
+    ax.scatter([r["paper_d_bleu"] for r in rows], list(y), color="k", marker="D", s=18, zorder=3,
+               label="the paper (Table 3)")
+    ax.set_yticks(list(y), [f"{r['row']}: {r['ours']}" for r in rows])
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("Δ dev BLEU against the base (BLEU points)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8)
     ax.set_title("Table 3 at CPU scale: each variant against the base")
     return ax

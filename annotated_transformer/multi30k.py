@@ -10,38 +10,37 @@ import csv, json, math, os, sys, time
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
-from .embeddings import BOS_IDX, EOS_IDX
-from .model import create_transformer, count_parameters, dataclass_from_dict
+from .model import create_transformer, count_parameters
 from .batching import token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
-from .training import fit, planned_updates
-from .checkpoints import (load_checkpoint, save_checkpoint, model_from_checkpoint, list_checkpoints,
-    latest_checkpoint, average_checkpoints)
-from .runtime import seed_everything, distributed_session, hardware_summary
-from .copy_task import RecipeMismatch
-from .data import (build_codec, codec_from_dict, check_direction, default_direction, resolve_data_dir, Corpus,
-    encode_corpus, skipped_note)
-from .encoder_decoder import KVCache
-from .decoding import length_normalization
-from .evaluation import translate, evaluate_bleu, score_sets, encode_sources
+from .training import FitOptions, fit, planned_updates
+from .checkpoints import (load_checkpoint, save_checkpoint,
+    model_from_checkpoint, list_checkpoints, latest_checkpoint, average_checkpoints, RecipeMismatch)
+from annotated_transformer.runtime import (seed_everything, distributed_session, hardware_summary,
+    dataclass_from_dict)
+from .data import (build_codec, codec_from_dict, check_same_direction,
+    default_direction, direction_of, resolve_data_dir, Corpus, encode_corpus, skipped_note)
+from .evaluation import translate, evaluate_bleu, score_sets
 
 # %% auto #0
 __all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'WARMUP_SHARE', 'Multi30kRecipe', 'default_recipe_name',
-           'default_checkpoint_dir', 'direction', 'check_same_direction', 'resumed_recipe', 'codec_from_file',
-           'write_history', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard', 'train_multi30k',
-           'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun', 'prepare_run', 'run_length', 'fitted_warmup',
-           'fit_schedule', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last',
-           'run_summary', 'choose_and_score', 'load_translator', 'nbest_search', 'nbest_row', 'translate_nbest',
-           'bleu_sweep', 'plot_bleu_sweep']
+           'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history', 'plot_history',
+           'tensorboard_writer', 'log_to_tensorboard', 'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir',
+           'resume_run', 'new_recipe', 'Multi30kRun', 'prepare_run', 'run_length', 'fitted_warmup', 'fit_schedule',
+           'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary',
+           'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
 class Multi30kRecipe:
     "Hyperparameters of a Multi30k run (model preset, vocabulary, optimisation, decoding)."
     model: str = "small"          # model preset of chapter 6 (tiny, small, base, big)
-    model_overrides: dict = field(default_factory=dict) # `TransformerConfig` fields over the preset (chapter 17's variations)
-    vocab: str = "bpe"            # "bpe": joint BPE + three-way weight tying (§3.4, §5.1); "word": spaCy words
+    # `TransformerConfig` fields over the preset (chapter 17's variations)
+    model_overrides: dict = field(default_factory=dict)
+    # the vocabulary's kind: "bpe", joint BPE + three-way weight tying (§3.4, §5.1);
+    # "word", spaCy words
+    vocab: str = "bpe"
     bpe_vocab_size: int = 8000    # joint BPE vocabulary size
     min_freq: int = 2             # word vocab: minimum count; BPE: minimum pair count for a merge
     dropout: float = 0.1          # P_drop (§5.4)
@@ -55,21 +54,23 @@ class Multi30kRecipe:
     save_every: int = 100         # updates between checkpoints
     average: int = 5              # average the last this-many checkpoints (§6.1)
     beam_size: int = 4            # §6.1
-    length_penalty: float = 0.6            # length penalty α (§6.1)
+    length_penalty: float = 0.6   # length penalty α (§6.1)
 
     def to_dict(self) -> dict: return asdict(self)
     @classmethod
-    def from_dict(cls, d: dict) -> "Multi30kRecipe":
+    def from_dict(cls, d: dict) -> Multi30kRecipe:
         "A recipe from a dict (e.g. a checkpoint's), refusing unknown keys."
-        d = {("length_penalty" if k == "alpha" else k): v for k, v in d.items()}  # recipes saved before the rename
         return dataclass_from_dict(cls, d, "recipe")
 
+# %% ../nbs/16_multi30k.ipynb #cb4598c7
 RECIPES = {
-    "tiny":  Multi30kRecipe(model="tiny", bpe_vocab_size=2000, batch_tokens=2048, warmup_steps=200, lr_scale=0.5,
-                            epochs=10, save_every=50),
+    "tiny":  Multi30kRecipe(model="tiny", bpe_vocab_size=2000, batch_tokens=2048, warmup_steps=200,
+                            lr_scale=0.5, epochs=10, save_every=50),
     "small": Multi30kRecipe(dropout=0.2, epochs=14),
-    "base":  Multi30kRecipe(model="base", dropout=0.3, batch_tokens=8192, warmup_steps=1000, lr_scale=0.7, epochs=30),
-    "big":   Multi30kRecipe(model="big", dropout=0.3, batch_tokens=8192, warmup_steps=1000, lr_scale=0.5, epochs=30),
+    "base":  Multi30kRecipe(model="base", dropout=0.3, batch_tokens=8192, warmup_steps=1000,
+                            lr_scale=0.7, epochs=30),
+    "big":   Multi30kRecipe(model="big", dropout=0.3, batch_tokens=8192, warmup_steps=1000,
+                            lr_scale=0.5, epochs=30),
 }
 
 # %% ../nbs/16_multi30k.ipynb #02572b83
@@ -79,66 +80,56 @@ def default_recipe_name(device: torch.device) -> str:
     "The recipe fitted to the hardware: `base` on a GPU, `small` on a CPU."
     return "base" if device.type == "cuda" else "small"
 
-def default_checkpoint_dir(recipe_name: str, # a key of RECIPES
-                           src: str|None=None, tgt: str|None=None, # the direction asked for (see `default_direction`)
-                           corpus: Corpus|None=None,     # your files: named after the training files' folder
+def default_checkpoint_dir(recipe_name: str,                      # a key of RECIPES
+                           src: str|None=None, tgt: str|None=None, # see `default_direction`
+                           corpus: Corpus|None=None, # your files: named after their folder
                           ) -> Path:
-    "Where a run's checkpoints go when no directory is given: checkpoints/multi30k-RECIPE (de→en) or …-RECIPE-en-de; your files: checkpoints/FOLDER-RECIPE-SRC-TGT."
+    "A new run's folder: checkpoints/multi30k-RECIPE[-SRC-TGT]; your files: …/FOLDER-RECIPE-SRC-TGT."
     src, tgt = default_direction(src, tgt)
     if corpus is not None and corpus.kind == "files":
-        return Path(f"checkpoints/{Path(corpus.train).parent.name or 'corpus'}-{recipe_name}-{src}-{tgt}")
-    return Path(f"checkpoints/multi30k-{recipe_name}" + ("" if (src, tgt) == ("de", "en") else f"-{src}-{tgt}"))
-
-def direction(ck: dict) -> tuple[str, str]: # a checkpoint (or its extra) written by `train`
-    "The (source, target) languages a checkpoint translates; one from before directions were recorded is de→en."
-    extra = ck.get("extra", ck) or {}
-    if "src" in extra: return extra["src"], extra["tgt"]
-    vocab = extra.get("vocab") or {}
-    return default_direction(vocab.get("src_lang"), vocab.get("tgt_lang"))
-
-def check_same_direction(have: tuple[str, str], # what the model translates
-                         src: str|None, tgt: str|None, # what was asked for (None: anything)
-                         where): # the model, named in the error
-    "Refuse to use a model the other way round: asking en→de of a de→en model is an error, not garbage."
-    if (src is None or src == have[0]) and (tgt is None or tgt == have[1]): return
-    try: want = default_direction(src, tgt)                   # what was meant: the one rule for a direction
-    except ValueError: want = (src or "?", tgt or "?")         # one language that pairs with no default
-    raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {want[0]}→{want[1]}; "
-                     f"use a model trained {want[0]}→{want[1]} (train one with src={want[0]!r}, tgt={want[1]!r})")
+        folder = Path(corpus.train).parent.name or "corpus"
+        return Path(f"checkpoints/{folder}-{recipe_name}-{src}-{tgt}")
+    suffix = "" if (src, tgt) == default_direction(None, None) else f"-{src}-{tgt}"
+    return Path(f"checkpoints/multi30k-{recipe_name}{suffix}")
 
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
-RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "length_penalty")  # recipe fields a resumed run applies
-RUN_KEYS = {"recipe_name": "preset", "seed": "seed", "max_train_pairs": "max_train_pairs"}  # run setting -> its key in a checkpoint's extra
+# the recipe fields a resumed run applies
+RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "length_penalty")
+RUN_KEYS = ("recipe_name", "seed", "max_train_pairs")  # the run settings a checkpoint's extra keeps
 
-def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, preset (the recipe's name), seed, max_train_pairs, vocab
-                   asked: dict,  # what the caller asks for (recipe_name, seed, max_train_pairs, recipe fields); None: not asked
+def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, vocab and the RUN_KEYS
+                   asked: dict,  # RUN_KEYS and recipe fields the caller asks for; None: not asked
                    where,        # the checkpoint, named in errors
-                  ) -> tuple[Multi30kRecipe, dict]: # the recipe to continue with; the run's recipe_name, seed and max_train_pairs
-    "The checkpoint's recipe with the fields that may change applied; any other field asked with another value: `RecipeMismatch`."
+                  ) -> tuple[Multi30kRecipe, dict]: # the recipe to continue; the run's RUN_KEYS
+    "The checkpoint's recipe, `asked` applied where it may change; another change: RecipeMismatch."
     if "recipe" not in extra or "vocab" not in extra:
         raise ValueError(f"{where} is not a Multi30k checkpoint (no recipe/vocabulary in extra)")
-    run = {k: extra[e] for k, e in RUN_KEYS.items() if e in extra}
+    run = {k: extra[k] for k in RUN_KEYS if k in extra}
     have = {**run, **extra["recipe"]}
     diffs = [(k, have[k], v) for k, v in asked.items()
              if v is not None and k not in RESUME_MAY_CHANGE and k in have and v != have[k]]
     if diffs: raise RecipeMismatch(where, diffs)
-    recipe = Multi30kRecipe.from_dict({**extra["recipe"], **{k: v for k, v in asked.items() if k in RESUME_MAY_CHANGE and v is not None}})
+    applied = {k: v for k, v in asked.items() if k in RESUME_MAY_CHANGE and v is not None}
+    recipe = Multi30kRecipe.from_dict({**extra["recipe"], **applied})
     return recipe, {k: run.get(k, asked.get(k)) for k in RUN_KEYS}
 
-
 # %% ../nbs/16_multi30k.ipynb #fd9becac
-def codec_from_file(path: str|os.PathLike, # vocab.json of a run or a model folder, the folder itself, or a checkpoint (.pt)
+def codec_from_file(path: str|os.PathLike, # vocab.json of a run or model folder, the folder, or a .pt
                     src: str, tgt: str,     # the new run's direction
                    ):                       # a `WordCodec` or `BPECodec`
-    "A vocabulary from an earlier run (`train_multi30k`'s `vocab_file`); a word vocabulary must be for the same direction."
+    "A vocabulary from an earlier run (`vocab_file`); a word vocabulary must have the same direction."
     p = Path(path)
     p = p / "vocab.json" if p.is_dir() else p
-    try: d = (load_checkpoint(p).get("extra") or {}).get("vocab") if p.suffix == ".pt" else json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{p}: not a vocabulary file ({e})") from None
+    try:
+        if p.suffix == ".pt": d = (load_checkpoint(p).get("extra") or {}).get("vocab")
+        else: d = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{p}: not a vocabulary file ({e})") from None
     try: codec = codec_from_dict(d)
     except ValueError as e: raise ValueError(f"{p}: {e}") from None
     if not codec.shared and (codec.src_lang, codec.tgt_lang) != (src, tgt):
-        raise ValueError(f"{p}: a word vocabulary for {codec.src_lang}→{codec.tgt_lang}, not {src}→{tgt}")
+        have = f"{codec.src_lang}→{codec.tgt_lang}"
+        raise ValueError(f"{p}: a word vocabulary for {have}, not {src}→{tgt}")
     codec.src_lang, codec.tgt_lang = src, tgt
     return codec
 
@@ -148,90 +139,124 @@ def write_history(state, ckpt_dir: str|os.PathLike, # a `TrainState`; the run's 
     val = {s: l for s, l in state.val_loss}
     path = Path(ckpt_dir) / "history.csv"
     with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f); w.writerow(["step", "train_loss", "learning_rate", "val_loss"])
-        w.writerows([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""] for s, l, lr in state.train_loss)
+        w = csv.writer(f)
+        w.writerow(["step", "train_loss", "learning_rate", "val_loss"])
+        w.writerows([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""]
+                    for s, l, lr in state.train_loss)
     return [path, plot_history(path)] if plot else [path]
 
 # %% ../nbs/16_multi30k.ipynb #d963249b
 def plot_history(csv_path: str|os.PathLike, # a history.csv
                  out: str|os.PathLike|None=None) -> Path: # default: history.png beside it
-    "Loss curves (training per update, validation where it ran) and the learning rate, saved as a PNG."
-    import matplotlib; from matplotlib.figure import Figure             # no pyplot: works without a display
+    "Loss curves (training per update, validation where it ran) and the learning rate, as a PNG."
+    from matplotlib.figure import Figure             # no pyplot: works without a display
     rows = list(csv.DictReader(open(csv_path, encoding="utf-8")))
-    fig = Figure(figsize=(7, 3.5), layout="constrained"); ax = fig.subplots()
-    ax.plot([int(r["step"]) for r in rows], [float(r["train_loss"]) for r in rows], lw=0.8, label="training (per update)")
+    col = lambda rs, k: [float(r[k]) for r in rs]
+    fig = Figure(figsize=(7, 3.5), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(col(rows, "step"), col(rows, "train_loss"), lw=0.8, label="training (per update)")
     v = [r for r in rows if r["val_loss"]]
-    ax.plot([int(r["step"]) for r in v], [float(r["val_loss"]) for r in v], "o-", label="validation")
-    ax.set_xlabel("update"); ax.set_ylabel("loss per target token (nats)"); ax.legend(loc="upper right")
-    lr = ax.twinx(); lr.plot([int(r["step"]) for r in rows], [float(r["learning_rate"]) for r in rows], "k:", lw=0.8)
-    lr.set_ylabel("learning rate (dotted)"); ax.set_title(f"training history: {Path(csv_path).parent.name}")
+    ax.plot(col(v, "step"), col(v, "val_loss"), "o-", label="validation")
+    ax.set_xlabel("update")
+    ax.set_ylabel("loss per target token (nats)")
+    ax.legend(loc="upper right")
+    lr = ax.twinx()
+    lr.plot(col(rows, "step"), col(rows, "learning_rate"), "k:", lw=0.8)
+    lr.set_ylabel("learning rate (dotted)")
+    ax.set_title(f"training history: {Path(csv_path).parent.name}")
     out = Path(out) if out else Path(csv_path).with_suffix(".png")
-    fig.savefig(out, dpi=100); return out
+    fig.savefig(out, dpi=100)
+    return out
 
 def tensorboard_writer(log_dir): # where the event files go
     "A TensorBoard `SummaryWriter` when the optional `tensorboard` package is installed, else None."
     import importlib.util
     if importlib.util.find_spec("tensorboard") is None: return None
     from torch.utils.tensorboard import SummaryWriter
-    w = SummaryWriter(str(log_dir)); w.done = [0, 0]; return w
+    w = SummaryWriter(str(log_dir))
+    w.done = [0, 0]             # updates and validations sent so far
+    return w
 
 def log_to_tensorboard(w, state): # a writer from `tensorboard_writer`; the `TrainState`
     "Send the updates and validations not sent yet."
-    for s, l, lr in state.train_loss[w.done[0]:]: w.add_scalar("loss/train", l, s); w.add_scalar("learning_rate", lr, s)
+    for s, l, lr in state.train_loss[w.done[0]:]:
+        w.add_scalar("loss/train", l, s)
+        w.add_scalar("learning_rate", lr, s)
     for s, l in state.val_loss[w.done[1]:]: w.add_scalar("loss/val", l, s)
     w.done = [len(state.train_loss), len(state.val_loss)]
 
+# %% ../nbs/16_multi30k.ipynb #9e0b2ba6
+@dataclass
+class RunOptions:
+    "What a Multi30k run is asked besides its recipe: where, how long, on what, which direction."
+    # the recipe, a key of RECIPES (default: fitted to the device: base on a GPU, small on a CPU)
+    recipe_name: str|None = None
+    # directory for checkpoints (default: checkpoints/multi30k-RECIPE)
+    checkpoint_dir: str|os.PathLike|None = None
+    data_dir: str|os.PathLike|None = None  # data root (see chapter 13)
+    # continue the run in the checkpoint directory from its latest checkpoint
+    resume: bool = False
+    max_steps: int|None = None             # stop after this many optimizer updates in total
+    epochs: int|None = None                # stop after this many epochs (default: the recipe's)
+    max_train_pairs: int|None = None       # use only the first N training pairs
+    # random seed (default 0; resuming: the run's); runs reproduce bit for bit on one machine
+    seed: int|None = None
+    device: str|None = None                # default: cuda if available, else cpu
+    precision: str = "fp32"          # training precision, fp32, bf16 or fp16 (autocast, chapter 11)
+    # scored with beam search at the end (None: val and every test set there)
+    evaluate_splits: tuple|None = None
+    max_eval_sentences: int|None = None    # score only the first N sentences of each split
+    progress: bool = True                  # tqdm bars on stderr
+    # source language, "de" (default) or "en"; resuming: the run's
+    src: str|None = None
+    tgt: str|None = None                   # target language, the other one
+    # your files (`Corpus.files`); None: Multi30k in data_dir (resuming: the run's)
+    corpus: Corpus|None = None
+    # a vocabulary from an earlier run (vocab.json, a checkpoint, a model folder)
+    vocab_file: str|os.PathLike|None = None
+
 # %% ../nbs/16_multi30k.ipynb #e33b2d75
-def train_multi30k(recipe_name: str|None=None,            # the recipe, a key of RECIPES (default: fitted to the device: base on a GPU, small on a CPU)
-                   checkpoint_dir: str|os.PathLike|None=None, # directory for checkpoints (default: checkpoints/multi30k-RECIPE)
-                   data_dir: str|os.PathLike|None=None,    # data root (see chapter 13)
-                   resume: bool=False,                     # continue the run in the checkpoint directory from its latest checkpoint
-                   max_steps: int|None=None,               # stop after this many optimizer updates in total
-                   epochs: int|None=None,                  # stop after this many epochs (default: the recipe's)
-                   max_train_pairs: int|None=None,         # use only the first N training pairs
-                   seed: int|None=None,                    # random seed (default 0; resuming: the run's); runs reproduce bit for bit on one machine
-                   device: str|None=None,                  # default: cuda if available, else cpu
-                   precision: str="fp32",                  # training precision, fp32, bf16 or fp16 (autocast, chapter 11)
-                   evaluate_splits: tuple|None=None,       # scored with beam search at the end (None: val and every test set there)
-                   max_eval_sentences: int|None=None,      # score only the first N sentences of each split
-                   progress: bool=True,                    # tqdm bars on stderr
-                   log=None,                               # callable for messages (default: print to stderr)
-                   src: str|None=None,                     # source language, "de" (default) or "en"; resuming: the run's
-                   tgt: str|None=None,                     # target language, the other one
-                   corpus: Corpus|None=None,               # your files (`Corpus.files`); None: Multi30k in data_dir (resuming: the run's)
-                   vocab_file: str|os.PathLike|None=None,  # a vocabulary from an earlier run (vocab.json, a checkpoint, a model folder)
-                   **overrides,                            # any `Multi30kRecipe` field (resuming: see `resumed_recipe`)
-                  ) -> dict:                               # results: BLEU, signature, times, paths, examples
-    "Train the Transformer on Multi30k (de→en, or en→de as in the paper) or your corpus, average the last checkpoints, score with sacreBLEU."
-    log, t_start = log or (lambda m: print(m, file=sys.stderr, flush=True)), time.perf_counter()
-    with distributed_session(device) as ctx:
-        run = prepare_run(ctx, recipe_name, checkpoint_dir, data_dir, resume, max_train_pairs, seed, src, tgt, corpus,
-                          vocab_file, evaluate_splits, overrides, log)
+def train_multi30k(options: RunOptions|None=None, # where, how long, on what (None: `RunOptions()`)
+                   *, log=None,    # callable for messages (default: print to stderr)
+                   **overrides,    # any `Multi30kRecipe` field (resuming: see `resumed_recipe`)
+                  ) -> dict:       # results: BLEU, signature, times, paths, examples
+    "Train on Multi30k or your corpus, average the last checkpoints, score with sacreBLEU."
+    o, t_start = options or RunOptions(), time.perf_counter()
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    with distributed_session(o.device) as ctx:
+        run = prepare_run(ctx, o, overrides, log)
         seed_everything(run.seed)
-        parts = training_parts(run, ctx.device, max_steps, epochs, log if ctx.is_main else None)
-        state, train_time = fit_run(run, parts, ctx, precision, max_steps, epochs, progress, log)
+        parts = training_parts(run, ctx.device, o.max_steps, o.epochs, log if ctx.is_main else None)
+        state, train_time = fit_run(run, parts, ctx, o, log)
         if not ctx.is_main: return {}
         history = write_history(state, run.ckpt_dir)
         candidates, last = average_last(run, parts[0], state, ctx.device)
         results = run_summary(run, parts[0], state, train_time, history, last, ctx.device)
-        results = choose_and_score(run, candidates, results, max_eval_sentences, progress)
+        results = choose_and_score(run, candidates, results, o.max_eval_sentences, o.progress)
         results["total_time_s"] = round(time.perf_counter() - t_start, 1)
         return results
 
-
 # %% ../nbs/16_multi30k.ipynb #ce9c256e
+class RunDirMismatch(ValueError):
+    "A checkpoint directory that does not fit what was asked; `problem`: 'taken', 'empty' or 'vocab'."
+    def __init__(self, ckpt_dir: Path, problem: str, latest: Path|None=None):
+        self.ckpt_dir, self.problem, self.latest = Path(ckpt_dir), problem, latest
+        super().__init__({
+            "taken": f"{ckpt_dir} already holds checkpoints of a run (latest {getattr(latest, 'name', '')}); "
+                     f"resume it, or choose another checkpoint directory",
+            "empty": f"nothing to resume: no checkpoint (step_*.pt) in {ckpt_dir}",
+            "vocab": f"the run in {ckpt_dir} keeps its own vocabulary: a vocabulary file is for a new run",
+        }[problem])
+
 def open_run_dir(ckpt_dir: Path,     # the run's directory
                  resume: bool,       # continue the run there
                  vocab_file=None,    # a vocabulary asked for (a new run's)
                 ) -> Path|None:      # the latest checkpoint to continue from; None: a new run
-    "Check that `ckpt_dir` fits what was asked: a new run (no checkpoints) or a resumed one (checkpoints)."
+    "Check that `ckpt_dir` fits what was asked (a new run, or a resumed one); else `RunDirMismatch`."
     existing = latest_checkpoint(ckpt_dir)
-    if existing is not None and not resume:
-        raise ValueError(f"{ckpt_dir} already holds checkpoints of a run (latest {existing.name}); "
-                         f"resume it, or choose another checkpoint directory")
-    if resume and existing is None: raise ValueError(f"nothing to resume: no checkpoint (step_*.pt) in {ckpt_dir}")
-    if existing is not None and vocab_file is not None:
-        raise ValueError(f"the run in {ckpt_dir} keeps its own vocabulary: a vocabulary file is for a new run")
+    if existing is not None and not resume: raise RunDirMismatch(ckpt_dir, "taken", existing)
+    if resume and existing is None: raise RunDirMismatch(ckpt_dir, "empty")
+    if existing is not None and vocab_file is not None: raise RunDirMismatch(ckpt_dir, "vocab", existing)
     return existing
 
 def resume_run(existing: Path,       # the run's latest checkpoint
@@ -240,77 +265,103 @@ def resume_run(existing: Path,       # the run's latest checkpoint
                corpus, data_dir):    # the data asked for (None: the run's)
     "A resumed run's recipe, vocabulary, settings (see `resumed_recipe`), direction and data."
     ck = load_checkpoint(existing)
-    recipe, run = resumed_recipe(ck.get("extra") or {}, asked, existing)
-    codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
-    check_same_direction(direction(ck), src, tgt, f"the run in {existing.parent}")
-    if corpus is None and data_dir is None and "data" in ck["extra"]: corpus = Corpus.from_dict(ck["extra"]["data"])
-    return recipe, codec, run, *direction(ck), corpus
-
+    extra = ck.get("extra") or {}
+    recipe, run = resumed_recipe(extra, asked, existing)
+    codec = codec_from_dict(extra["vocab"], ck["config"])
+    have = direction_of(extra)
+    check_same_direction(have, src, tgt, f"the run in {existing.parent}")
+    if corpus is None and data_dir is None and "data" in extra:
+        corpus = Corpus.from_dict(extra["data"])
+    return recipe, codec, run, *have, corpus
 
 # %% ../nbs/16_multi30k.ipynb #418b2127
 def new_recipe(recipe_name: str,     # a key of RECIPES
                overrides: dict,      # `Multi30kRecipe` fields to change
                codec=None,           # a vocabulary from an earlier run, if any
               ) -> Multi30kRecipe:
-    "`RECIPES[recipe_name]` with `overrides` applied."
-    recipe = Multi30kRecipe.from_dict({**RECIPES[recipe_name].to_dict(), **overrides, **({"vocab": codec.kind} if codec else {})})
-    if recipe.vocab not in ("bpe", "word"): raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")
+    "`RECIPES[recipe_name]` with `overrides` applied (a given vocabulary decides `vocab`)."
+    kind = {"vocab": codec.kind} if codec else {}
+    recipe = Multi30kRecipe.from_dict({**RECIPES[recipe_name].to_dict(), **overrides, **kind})
+    if recipe.vocab not in ("bpe", "word"):
+        raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")
     return recipe
 
 @dataclass
 class Multi30kRun:
-    "What a run starts from, new or resumed: its name, recipe, vocabulary, directory, seed, direction and data."
-    recipe_name: str; recipe: Multi30kRecipe; codec: object; ckpt_dir: Path; existing: Path|None  # existing: resume from it
-    seed: int; max_train_pairs: int|None; src: str; tgt: str; corpus: Corpus; evaluate_splits: tuple
-    train_pairs: list; val_pairs: list; n_train: int = 0
-    skipped: dict = field(default_factory=dict)  # split -> "FILE line N" of each pair left out for a blank side
-    fit_schedule: bool = False                   # a new run on your files: fit the warmup to it (`fit_schedule`)
-
+    "What a run starts from, new or resumed: recipe, vocabulary, directory, seed, direction, data."
+    recipe_name: str
+    recipe: Multi30kRecipe
+    codec: object                 # a `WordCodec` or `BPECodec`
+    ckpt_dir: Path
+    existing: Path|None           # the checkpoint to resume from; None: a new run
+    seed: int
+    max_train_pairs: int|None
+    src: str
+    tgt: str
+    corpus: Corpus
+    evaluate_splits: tuple
+    train_pairs: list
+    val_pairs: list
+    n_train: int = 0
+    skipped: dict = field(default_factory=dict)  # split -> "FILE line N" of each pair left out
+    fit_schedule: bool = False                   # a new run on your files: fit the warmup to it
 
 # %% ../nbs/16_multi30k.ipynb #f51916b6
-def prepare_run(ctx, recipe_name, checkpoint_dir, data_dir, resume, max_train_pairs, seed, src, tgt, corpus, vocab_file,
-                evaluate_splits, overrides: dict, log) -> Multi30kRun: # the arguments of `train_multi30k`; ctx: its session
-    "Directory, recipe, direction, data and vocabulary of a run: a resumed run's own, else a new one's."
-    asked = {"recipe_name": recipe_name, "seed": seed, "max_train_pairs": max_train_pairs, **overrides}
-    recipe_name = recipe_name or default_recipe_name(ctx.device)
-    if recipe_name not in RECIPES: raise ValueError(f"unknown recipe {recipe_name!r}; choose from {', '.join(RECIPES)}")
-    ckpt_dir = Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(recipe_name, src, tgt, corpus)
-    existing = open_run_dir(ckpt_dir, resume, vocab_file)
-    if existing is not None:                           # resuming: the run's own recipe, vocabulary, seed, direction and data
-        recipe, codec, run, src, tgt, corpus = resume_run(existing, asked, src, tgt, corpus, data_dir)
-        recipe_name, seed, max_train_pairs = run["recipe_name"] or recipe_name, run["seed"], run["max_train_pairs"]
+def prepare_run(ctx,                  # the run's `distributed_session`
+                options: RunOptions,  # what `train_multi30k` was asked
+                overrides: dict,      # `Multi30kRecipe` fields to change
+                log,                  # callable for messages
+               ) -> Multi30kRun:
+    "Directory, recipe, direction, data and vocabulary of a run: a resumed run's own, or new ones."
+    o = options
+    src, tgt, corpus, seed, max_pairs = o.src, o.tgt, o.corpus, o.seed, o.max_train_pairs
+    asked = {"recipe_name": o.recipe_name, "seed": seed, "max_train_pairs": max_pairs, **overrides}
+    recipe_name = o.recipe_name or default_recipe_name(ctx.device)
+    if recipe_name not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe_name!r}; choose from {', '.join(RECIPES)}")
+    if o.checkpoint_dir: ckpt_dir = Path(o.checkpoint_dir)
+    else: ckpt_dir = default_checkpoint_dir(recipe_name, src, tgt, corpus)
+    existing = open_run_dir(ckpt_dir, o.resume, o.vocab_file)
+    if existing is not None:   # resuming: the run's own recipe, vocabulary, seed, direction, data
+        resumed = resume_run(existing, asked, src, tgt, corpus, o.data_dir)
+        recipe, codec, run, src, tgt, corpus = resumed
+        recipe_name = run["recipe_name"] or recipe_name
+        seed, max_pairs = run["seed"], run["max_train_pairs"]
     else: src, tgt = default_direction(src, tgt)
     seed = 0 if seed is None else seed
-    corpus = (corpus or Corpus(data_dir=data_dir)).resolved()
-    if evaluate_splits is None: evaluate_splits = ("val", *corpus.test_splits())
-    corpus.check(("train", "val", *evaluate_splits), src, tgt)   # all files first: one error names every missing one
-    skipped = {"train": [], "val": []}                 # your files: pairs with a blank side, never trained on
-    train_pairs = corpus.pairs("train", src, tgt, max_train_pairs, skipped["train"])
+    corpus = (corpus or Corpus(data_dir=o.data_dir)).resolved()
+    splits = o.evaluate_splits
+    if splits is None: splits = ("val", *corpus.test_splits())
+    corpus.check(("train", "val", *splits), src, tgt)   # all files first: one error names them all
+    skipped = {"train": [], "val": []}                 # your files: pairs with a blank side
+    train_pairs = corpus.pairs("train", src, tgt, max_pairs, skipped["train"])
     val_pairs = corpus.pairs("val", src, tgt, skipped=skipped["val"])
     skipped = {s: where for s, where in skipped.items() if where}
     if ctx.is_main:
         for where in skipped.values(): log(skipped_note(where))
     if existing is None:
-        codec = codec_from_file(vocab_file, src, tgt) if vocab_file is not None else None
+        codec = codec_from_file(o.vocab_file, src, tgt) if o.vocab_file is not None else None
         recipe = new_recipe(recipe_name, overrides, codec)
         t = time.perf_counter()
-        codec = codec or build_codec(train_pairs, bpe=recipe.vocab == "bpe", min_freq=recipe.min_freq,
-                                     bpe_vocab_size=recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
-        if ctx.is_main: log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / {codec.tgt_vocab_size} target ids, "
-                            f"{'from ' + str(vocab_file) if vocab_file else f'from {len(train_pairs)} training pairs'} "
-                            f"({time.perf_counter() - t:.1f} s)")
-    fit = existing is None and corpus.kind == "files" and not {"warmup_steps", "lr_scale"} & overrides.keys()
-    return Multi30kRun(recipe_name, recipe, codec, ckpt_dir, existing, seed, max_train_pairs, src, tgt, corpus,
-                       tuple(evaluate_splits), train_pairs, val_pairs, skipped=skipped, fit_schedule=fit)
-
+        codec = codec or build_codec(train_pairs, recipe.vocab == "bpe", recipe.min_freq,
+                                     recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
+        if ctx.is_main:
+            read = f"{len(train_pairs)} training pairs" if o.vocab_file is None else o.vocab_file
+            log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / "
+                f"{codec.tgt_vocab_size} target ids, from {read} ({time.perf_counter() - t:.1f} s)")
+    fitted = existing is None and corpus.kind == "files"
+    fitted = fitted and not {"warmup_steps", "lr_scale"} & overrides.keys()
+    return Multi30kRun(recipe_name, recipe, codec, ckpt_dir, existing, seed, max_pairs, src, tgt,
+                       corpus, tuple(splits), train_pairs, val_pairs, skipped=skipped,
+                       fit_schedule=fitted)
 
 # %% ../nbs/16_multi30k.ipynb #7b1c4d2f
 WARMUP_SHARE = 1 / 4   # on your files, warm up over at most this share of the planned updates
 
 def run_length(n_batches: int, recipe: Multi30kRecipe,  # batches per epoch; the run's recipe
-               max_steps: int|None, epochs: int|None,    # as `train_multi30k` takes them
-              ) -> tuple[int|None, int, int]:            # (epochs to run or None, updates per epoch, total updates)
-    "How long a run will train: `epochs` (else the recipe's, unless `max_steps` alone is given), capped by `max_steps`."
+               max_steps: int|None, epochs: int|None,    # as `RunOptions` holds them
+              ) -> tuple[int|None, int, int]: # (epochs or None, updates per epoch, total updates)
+    "How long a run trains: `epochs` (else the recipe's, unless only `max_steps`), up to `max_steps`."
     n_epochs = epochs if epochs is not None else (None if max_steps is not None else recipe.epochs)
     return (n_epochs, math.ceil(n_batches / recipe.accum_steps),
             planned_updates(n_batches, recipe.accum_steps, max_steps, n_epochs))
@@ -321,35 +372,40 @@ def fitted_warmup(warmup_steps: int, planned: int, # the recipe's warmup; the ru
     return min(warmup_steps, max(1, math.floor(planned * share)))
 
 # %% ../nbs/16_multi30k.ipynb #8c2d5e3a
-def fit_schedule(recipe: Multi30kRecipe, planned: int, # the recipe; the run's planned updates (`run_length`)
-                 log=None,                              # callable for the line that says what changed
+def fit_schedule(recipe: Multi30kRecipe, # the run's recipe
+                 planned: int,           # the run's planned updates (`run_length`)
+                 log=None,               # callable for the line that says what changed
                 ) -> Multi30kRecipe:
-    "The recipe with its warmup fitted to a short run and `lr_scale` shrunk so the §5.3 peak rate stays the recipe's."
+    "The recipe, its warmup fitted to a short run, `lr_scale` shrunk to keep the §5.3 peak rate."
     w = fitted_warmup(recipe.warmup_steps, planned)
     if w == recipe.warmup_steps: return recipe
-    scale = recipe.lr_scale * (w / recipe.warmup_steps) ** 0.5    # peak ∝ lr_scale · warmup^-0.5: unchanged
-    if log: log(f"warmup shortened from {recipe.warmup_steps} to {w} updates ({WARMUP_SHARE:.0%} of the {planned} planned: "
-                f"the recipe's warmup would outlast the run, its learning rate never reaching the peak) and lr_scale from "
-                f"{recipe.lr_scale:g} to {scale:.4g}, keeping the recipe's peak rate; --warmup-steps sets it yourself")
+    scale = recipe.lr_scale * (w / recipe.warmup_steps) ** 0.5    # peak ∝ lr_scale · warmup^-0.5
+    if log:
+        log(f"warmup shortened from {recipe.warmup_steps} to {w} updates ({WARMUP_SHARE:.0%} of "
+            f"the {planned} planned: the recipe's warmup would outlast the run, its learning rate "
+            f"never reaching the peak) and lr_scale from {recipe.lr_scale:g} to {scale:.4g}, keeping the "
+            f"recipe's peak rate; --warmup-steps sets it yourself")
     return Multi30kRecipe.from_dict({**recipe.to_dict(), "warmup_steps": w, "lr_scale": scale})
 
 # %% ../nbs/16_multi30k.ipynb #ea501276
 def training_parts(run: Multi30kRun, device: torch.device,
-                   max_steps: int|None=None, epochs: int|None=None, # as `train_multi30k` takes them: the planned updates
-                   log=None,                                        # callable for the note on a fitted schedule
+                   max_steps: int|None=None, epochs: int|None=None, # see `RunOptions`
+                   log=None,                # callable for a fitted schedule's note
                   ) -> tuple:
-    "(model, batches, validation batches, optimizer, schedule, loss) for a run; seed the RNGs first."
+    "(model, batches, validation batches, optimizer, schedule, loss) of a run; seed the RNGs first."
     recipe, codec, pin = run.recipe, run.codec, device.type == "cuda"
-    model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model, dropout=recipe.dropout,
-                               share_embeddings=codec.shared, **recipe.model_overrides).to(device)
-    L = model.config.max_len
-    train_data = encode_corpus(codec, run.train_pairs, L, run.corpus.paths("train", run.src, run.tgt))
-    val_data = encode_corpus(codec, run.val_pairs, L, run.corpus.paths("val", run.src, run.tgt))
-    run.train_pairs, run.n_train = None, len(train_data)   # the packed ids are all training needs from here on
+    model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model,
+                               dropout=recipe.dropout, share_embeddings=codec.shared,
+                               **recipe.model_overrides).to(device)
+    L, files = model.config.max_len, lambda split: run.corpus.paths(split, run.src, run.tgt)
+    train_data = encode_corpus(codec, run.train_pairs, L, files("train"))
+    val_data = encode_corpus(codec, run.val_pairs, L, files("val"))
+    run.train_pairs, run.n_train = None, len(train_data)   # from here on, the packed ids suffice
     loader = token_batch_loader(train_data, recipe.batch_tokens, seed=run.seed, pin_memory=pin)
     val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=pin)
-    if run.fit_schedule:                                   # recorded in the run's recipe: a resumed run keeps it
-        run.recipe = recipe = fit_schedule(recipe, run_length(len(loader), recipe, max_steps, epochs)[2], log)
+    if run.fit_schedule:                     # kept in the run's recipe: a resumed run keeps it
+        planned = run_length(len(loader), recipe, max_steps, epochs)[2]
+        run.recipe = recipe = fit_schedule(recipe, planned, log)
     opt = make_optimizer(model)
     sched = make_scheduler(opt, model.config.d_model, recipe.warmup_steps, recipe.lr_scale)
     loss_fn = LabelSmoothingLoss(codec.tgt_vocab_size, recipe.label_smoothing, model.config.pad_idx)
@@ -357,174 +413,135 @@ def training_parts(run: Multi30kRun, device: torch.device,
 
 # %% ../nbs/16_multi30k.ipynb #da9d491b
 def averageable(ckpt_dir, save_every: int, # the run's directory; its checkpoint interval
-                final_step: int|None=None, # the last update of a finished run (its checkpoint counts)
-               ) -> tuple[list[Path], list[Path]]: # (the checkpoints that may be averaged, the stale others)
-    "Split a run's checkpoints: the regular ones (every `save_every`, and the final one) and those a stopped run left."
+                final_step: int|None=None, # a finished run's last update (its checkpoint counts)
+               ) -> tuple[list[Path], list[Path]]: # (the checkpoints to average, the stale others)
+    "Split a run's checkpoints: the regular ones (every `save_every`, the final one) and a stop's."
     cps, step = list_checkpoints(ckpt_dir), lambda p: int(p.stem.split("_")[1])
     on = lambda p: step(p) % save_every == 0 or step(p) == final_step
     return [p for p in cps if on(p)], [p for p in cps[:-1] if not on(p)]
 
-def prune_checkpoints(ckpt_dir, save_every: int, keep: int, final_step: int|None=None) -> list[Path]:
-    "Delete all but the last `keep` averageable checkpoints (and the stale ones); return the kept ones."
+def prune_checkpoints(ckpt_dir, save_every: int, keep: int, # as `averageable`; how many to keep
+                      final_step: int|None=None) -> list[Path]:
+    "Delete all but the last `keep` averageable checkpoints (and the stale ones); return the kept."
     kept, stale = averageable(ckpt_dir, save_every, final_step)
     for p in stale + kept[:-keep]: p.unlink(missing_ok=True)
     return kept[-keep:]
 
-
 # %% ../nbs/16_multi30k.ipynb #f80e380e
-def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_parts`; the `distributed_session`
-            precision, max_steps, epochs, progress, log): # as `train_multi30k` takes them
-    "Train with chapter 11's `fit`, keeping the averageable checkpoints, history.csv and (if installed) TensorBoard logs."
+def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_parts`; the session
+            options: RunOptions,                  # its max_steps, epochs, precision and progress
+            log):                                 # callable for messages
+    "Train with chapter 11's `fit`, keeping the last checkpoints, history.csv and TensorBoard logs."
     model, loader, val_loader, opt, sched, loss_fn = parts
     recipe, ckpt_dir, keep = run.recipe, run.ckpt_dir, max(run.recipe.average, 1)
-    n_epochs, updates_per_epoch, total = run_length(len(loader), recipe, max_steps, epochs)
+    o = options
+    n_epochs, updates_per_epoch, total = run_length(len(loader), recipe, o.max_steps, o.epochs)
     if ctx.is_main:
-        log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) {run.src}→{run.tgt} on {run.n_train} "
-            f"pairs, {updates_per_epoch} updates per epoch, up to {total} updates, on {hardware_summary(ctx.device)}")
+        log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) "
+            f"{run.src}→{run.tgt} on {run.n_train} pairs, {updates_per_epoch} updates per epoch, "
+            f"up to {total} updates, on {hardware_summary(ctx.device)}")
     def on_step(state):
         if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
-            prune_checkpoints(ckpt_dir, recipe.save_every, keep); write_history(state, ckpt_dir, plot=False)
+            prune_checkpoints(ckpt_dir, recipe.save_every, keep)
+            write_history(state, ckpt_dir, plot=False)
         if board is not None: log_to_tensorboard(board, state)
-    extra = {"task": "multi30k", "preset": run.recipe_name, "seed": run.seed, "max_train_pairs": run.max_train_pairs,
-             "src": run.src, "tgt": run.tgt, "recipe": recipe.to_dict(), "vocab": run.codec.to_dict(), "data": run.corpus.to_dict()}
+    extra = {"task": "multi30k", "recipe_name": run.recipe_name, "seed": run.seed,
+             "max_train_pairs": run.max_train_pairs, "src": run.src, "tgt": run.tgt,
+             "recipe": recipe.to_dict(), "vocab": run.codec.to_dict(), "data": run.corpus.to_dict()}
     if ctx.is_main:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        (ckpt_dir / "vocab.json").write_text(json.dumps(run.codec.to_dict(), ensure_ascii=False), encoding="utf-8")
+        vocab_json = json.dumps(run.codec.to_dict(), ensure_ascii=False)
+        (ckpt_dir / "vocab.json").write_text(vocab_json, encoding="utf-8")
     board = tensorboard_writer(ckpt_dir / "tensorboard") if ctx.is_main else None
     t = time.perf_counter()
-    state = fit(model, loader, opt, sched, loss_fn, max_steps=total, epochs=n_epochs, val_loader=val_loader,
-                accum_steps=recipe.accum_steps, clip_grad=recipe.clip_grad, precision=precision, device=ctx.device,
-                resume_from=run.existing, checkpoint_dir=ckpt_dir, save_every=recipe.save_every, extra=extra,
-                progress=progress, on_step=on_step)
-    if board is not None: log_to_tensorboard(board, state); board.close()
+    how = FitOptions(max_steps=total, epochs=n_epochs, accum_steps=recipe.accum_steps,
+                     clip_grad=recipe.clip_grad, precision=o.precision, device=ctx.device,
+                     save_every=recipe.save_every, progress=o.progress)
+    state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader, resume_from=run.existing,
+                checkpoint_dir=ckpt_dir, extra=extra, on_step=on_step)
+    if board is not None:
+        log_to_tensorboard(board, state)
+        board.close()
     return state, time.perf_counter() - t
 
-
 # %% ../nbs/16_multi30k.ipynb #959d5495
-def average_last(run: Multi30kRun, model, state, device) -> tuple[list, list[Path]]:
-    "§6.1: average the last checkpoints into averaged.pt. Returns the candidates [(name, model, path)], best guess first, and the averaged files."
-    last = prune_checkpoints(run.ckpt_dir, run.recipe.save_every, max(run.recipe.average, 1), state.step)
-    candidates = [("last", model.eval(), last[-1])]            # the model after the last update = the last checkpoint
+def average_last(run: Multi30kRun, model, state, device,
+                ) -> tuple[list, list[Path]]: # ([(name, model, path)], best first; the averaged)
+    "§6.1: average the last checkpoints into averaged.pt; the candidates, and the files averaged."
+    keep = max(run.recipe.average, 1)
+    last = prune_checkpoints(run.ckpt_dir, run.recipe.save_every, keep, state.step)
+    candidates = [("last", model.eval(), last[-1])]   # the model after the last update
     if len(last) >= 2:
         avg = average_checkpoints(last)
         m_avg = model_from_checkpoint(avg, map_location=device)
-        candidates.insert(0, ("averaged", m_avg, save_checkpoint(run.ckpt_dir / "averaged.pt", m_avg,
-                                                                train_state=avg["train_state"], extra=avg["extra"])))
+        path = save_checkpoint(run.ckpt_dir / "averaged.pt", m_avg, train_state=avg["train_state"],
+                               extra=avg["extra"])
+        candidates.insert(0, ("averaged", m_avg, path))
     return candidates, last
 
-def run_summary(run: Multi30kRun, model, state, train_time: float, history: list, last: list, device) -> dict:
-    "What a run did: its settings, data, vocabulary, updates, time and losses (the scores are added by `choose_and_score`)."
-    return {"task": "multi30k", "src": run.src, "tgt": run.tgt, "preset": run.recipe_name, "seed": run.seed,
-            "recipe": run.recipe.to_dict(), "device": str(device),
-            "data": run.corpus.train if run.corpus.kind == "files" else str(resolve_data_dir(run.corpus.data_dir)[0]),
-            "corpus": run.corpus.to_dict(), "evaluated": list(run.evaluate_splits), "history": [str(p) for p in history],
-            "skipped_pairs": run.skipped,
+def run_summary(run: Multi30kRun, model, state, train_time: float, # seconds of training
+                history: list, last: list, device) -> dict:        # files written; `average_last`'s
+    "What a run did: settings, data, vocabulary, updates, time, losses (scores: `choose_and_score`)."
+    corpus = run.corpus
+    data = corpus.train if corpus.kind == "files" else str(resolve_data_dir(corpus.data_dir)[0])
+    return {"task": "multi30k", "src": run.src, "tgt": run.tgt, "recipe_name": run.recipe_name,
+            "seed": run.seed, "recipe": run.recipe.to_dict(), "device": str(device), "data": data,
+            "corpus": corpus.to_dict(), "evaluated": list(run.evaluate_splits),
+            "history": [str(p) for p in history], "skipped_pairs": run.skipped,
             "hardware": hardware_summary(device), "parameters": count_parameters(model),
             "src_vocab_size": run.codec.src_vocab_size, "tgt_vocab_size": run.codec.tgt_vocab_size,
-            "train_pairs": run.n_train, "updates": state.step, "epochs": state.epoch + (state.batch_in_epoch > 0),
+            "train_pairs": run.n_train, "updates": state.step,
+            "epochs": state.epoch + (state.batch_in_epoch > 0),
             "tokens": state.tokens, "train_time_s": round(train_time, 1),
             "train_loss_start": _mean([l for _, l, _ in state.train_loss[:10]]),
             "train_loss_end": _mean([l for _, l, _ in state.train_loss[-10:]]),
             "val_loss": state.val_loss[-1][1] if state.val_loss else None,
             "averaged": [p.name for p in last] if len(last) >= 2 else []}
 
-
 # %% ../nbs/16_multi30k.ipynb #9e90e774
-def choose_and_score(run: Multi30kRun, candidates: list, results: dict, # from `average_last`; from `run_summary`
+def choose_and_score(run: Multi30kRun,
+                     candidates: list,  # from `average_last`
+                     results: dict,     # from `run_summary`
                      max_eval_sentences: int|None=None, progress: bool=True) -> dict:
-    "Keep the candidate with the better validation BLEU; score it on every split; add the scores and 5 examples to `results`."
-    sets = {s: run.corpus.pairs(s, run.src, run.tgt)[:max_eval_sentences] for s in run.evaluate_splits}
-    score = lambda m, names: score_sets(m, run.codec, {s: sets[s] for s in names}, run.recipe.beam_size, run.recipe.length_penalty,
-                                        progress=progress)
+    "Keep the candidate better on val; score it on every split; add the scores and 5 examples."
+    pairs = lambda s: run.corpus.pairs(s, run.src, run.tgt)[:max_eval_sentences]
+    sets = {s: pairs(s) for s in run.evaluate_splits}
+    def score(m, names):
+        return score_sets(m, run.codec, {s: sets[s] for s in names}, run.recipe.beam_size,
+                          run.recipe.length_penalty, progress=progress)
     chosen, on_val = candidates[0], {}
-    if "val" in sets and len(candidates) > 1:           # pick the averaged or the last model by validation BLEU
+    if "val" in sets and len(candidates) > 1:         # the averaged or the last model, by val BLEU
         for name, m, _ in candidates:
-            on_val[name] = score(m, ["val"])[0]; results[f"val_bleu_{name}"] = round(on_val[name]["bleu"], 2)
-        chosen = max(candidates, key=lambda c: on_val[c[0]]["bleu"])   # a tie keeps the averaged model
+            on_val[name] = score(m, ["val"])[0]
+            results[f"val_bleu_{name}"] = round(on_val[name]["bleu"], 2)
+        chosen = max(candidates, key=lambda c: on_val[c[0]]["bleu"])   # a tie keeps the averaged
     name, final_model, final_path = chosen
     results.update(selected=name, checkpoint=str(final_path))
     rows = score(final_model, [s for s in sets if not (s == "val" and name in on_val)])
-    rows = sorted(rows + ([on_val[name]] if name in on_val else []), key=lambda r: list(sets).index(r["set"]))
-    for r in rows: results[f"{r['set']}_bleu"], results[f"{r['set']}_chrf"] = round(r["bleu"], 2), round(r["chrf"], 2)
-    shown = next((r for r in rows if r["set"] != "val"), rows[0])          # examples from the first test set
+    rows += [on_val[name]] if name in on_val else []
+    rows.sort(key=lambda r: list(sets).index(r["set"]))
+    for r in rows:
+        results[f"{r['set']}_bleu"] = round(r["bleu"], 2)
+        results[f"{r['set']}_chrf"] = round(r["chrf"], 2)
+    shown = next((r for r in rows if r["set"] != "val"), rows[0])          # from the first test set
     results["examples"] = [{"source": s, "reference": t, "translation": h}
                            for (s, t), h in zip(sets[shown["set"]][:5], shown["hypotheses"][:5])]
     results["scores"] = [{k: v for k, v in r.items() if k != "hypotheses"} for r in rows]
     results["signature"] = rows[0]["bleu_signature"]
     return results
 
-
-# %% ../nbs/16_multi30k.ipynb #30041071
-def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or `average`
-                    device: str|torch.device="cpu",
-                    src: str|None=None, tgt: str|None=None, # the direction asked for (None: the checkpoint's)
-                   ):                       # (model in eval mode, codec, checkpoint dict)
-    "The model and text pipeline stored in a Multi30k checkpoint; refuses one trained in the other direction."
-    ck = load_checkpoint(path)
-    check_same_direction(direction(ck), src, tgt, path)
-    vocab = (ck.get("extra") or {}).get("vocab")
-    if vocab is None:
-        raise ValueError(f"{path} has no vocabulary (extra['vocab']): it is not a translation checkpoint")
-    try: codec = codec_from_dict(vocab, ck["config"])
-    except ValueError as e: raise ValueError(f"{path}: {e}") from None
-    try: model = model_from_checkpoint(ck, map_location=device)
-    except ValueError as e: raise ValueError(f"{path}: {e}") from None
-    return model, codec, ck
-
-# %% ../nbs/16_multi30k.ipynb #e534079f
-@torch.no_grad()
-def nbest_search(model, src: torch.Tensor, # a `Transformer` in eval mode; (1, src_len) int64 ids <s> … </s>
-                 n_best: int, beam_size: int=4, length_penalty: float=0.6, extra_len: int=50,
-                ) -> list[tuple[float, list[int]]]: # up to max(n_best, beam_size) … cut to n_best: (score, ids ending in EOS), best first
-    "Beam search (§6.1) for one sentence, returning its `n_best` finished hypotheses with their length-normalised scores."
-    K, mask = max(beam_size, n_best), model.make_src_mask(src)                  # (1, 1, 1, src_len)
-    limit = min(src.shape[1] + extra_len, model.config.max_len)
-    memory = model.encode(src, mask).repeat(K, 1, 1); mask = mask.repeat(K, 1, 1, 1)   # (K, src_len, d_model)
-    cache, seqs = KVCache(len(model.decoder.layers)), torch.full((K, 1), BOS_IDX, dtype=torch.long, device=src.device)
-    scores = torch.full((K,), -math.inf, device=src.device); scores[0] = 0.0    # one live beam at first
-    finished = []
-    for step in range(1, limit + 1):
-        logp = model.generator(model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]).float()   # (K, vocab)
-        top, idx = (scores[:, None] + logp).reshape(-1).topk(min(2 * K, logp.numel()))             # (2K,) best first
-        parent, tok = idx // logp.shape[1], idx % logp.shape[1]
-        for j in range(K):
-            if len(finished) >= K: break
-            if (tok[j] == EOS_IDX or step == limit) and top[j] > -math.inf:
-                finished.append((float(top[j]) / length_normalization(step, length_penalty), seqs[parent[j], 1:].tolist() + [int(tok[j])]))
-        if len(finished) >= K or step == limit: break
-        alive, pos = top.masked_fill(tok == EOS_IDX, -math.inf).topk(K)           # the K best that go on
-        cache.reorder(parent[pos]); seqs = torch.cat([seqs[parent[pos]], tok[pos][:, None]], 1); scores = alive
-    return sorted(finished, key=lambda f: -f[0])[:n_best]
-
-# %% ../nbs/16_multi30k.ipynb #8d3af168
-def nbest_row(index: int, rank: int, score: float, text: str) -> str:
-    "One line of the n-best TSV: input line (from 1), rank (from 1), score, translation (tabs and newlines as spaces)."
-    return f"{index}\t{rank}\t{score:.4f}\t{' '.join(text.split())}"
-
-def translate_nbest(model, codec, sentences, n_best: int, beam_size: int=4, length_penalty: float=0.6, warn=None, progress: bool=False,
-                   ) -> list[list[tuple[float, str]]]: # per sentence: (score, detokenized translation), best first; [] for a blank line
-    "The `n_best` translations of each raw sentence (over-long ones cut to the model's length, with a warning)."
-    from tqdm.auto import tqdm
-    todo, max_len = [i for i, s in enumerate(sentences) if s.strip()], model.config.max_len
-    ids, cut = encode_sources(codec, [sentences[i] for i in todo], max_len)
-    for j in cut:
-        if warn: warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} tokens; translating its first {max_len - 2}")
-    out, dev = [[] for _ in sentences], next(model.parameters()).device
-    for i, x in tqdm(zip(todo, ids), total=len(ids), desc="decoding", unit="sent", file=sys.stderr, disable=not progress):
-        out[i] = [(s, codec.decode_tgt(h)) for s, h in nbest_search(model, torch.tensor([x], device=dev), n_best, beam_size, length_penalty)]
-    return out
-
 # %% ../nbs/16_multi30k.ipynb #19166391
-def bleu_sweep(model: torch.nn.Module,        # a trained `Transformer` in eval mode
-               codec,                          # its text pipeline (from the checkpoint)
-               pairs: list[tuple[str, str]],   # (source, reference) raw sentence pairs, e.g. the validation set
-               beam_sizes=(1, 2, 4, 8),        # K values to try (1 = greedy)
-               length_penalties=(0.0, 0.6, 1.0),         # length-penalty α values to try
-               batch_size: int=64,             # sentences decoded together
-              ) -> dict:                       # {(K, α): BLEU}
+def bleu_sweep(model: torch.nn.Module,         # a trained `Transformer` in eval mode
+               codec,                           # its text pipeline (from the checkpoint)
+               pairs: list[tuple[str, str]],  # (source, reference) sentence pairs, e.g. the val set
+               beam_sizes=(1, 2, 4, 8),         # K values to try (1 = greedy)
+               length_penalties=(0.0, 0.6, 1.0), # length-penalty α values to try
+               batch_size: int=64,              # sentences decoded together
+              ) -> dict:                        # {(K, α): BLEU}
     "sacreBLEU for every (beam size, length penalty) pair: the §6.1 development-set experiment."
-    return {(k, a): evaluate_bleu(model, codec, pairs, beam_size=k, length_penalty=a, batch_size=batch_size)[0].score
-            for k in beam_sizes for a in length_penalties}
+    bleu = lambda k, a: evaluate_bleu(model, codec, pairs, beam_size=k, length_penalty=a,
+                                      batch_size=batch_size)[0].score
+    return {(k, a): bleu(k, a) for k in beam_sizes for a in length_penalties}
 
 def plot_bleu_sweep(grid: dict, # from `bleu_sweep`
                     title: str, # figure title
@@ -535,6 +552,12 @@ def plot_bleu_sweep(grid: dict, # from `bleu_sweep`
     for a in sorted({a for _, a in grid}):
         ks = sorted(k for k, b in grid if b == a)
         ax.plot(ks, [grid[k, a] for k in ks], "o-", label=f"α = {a}")
-    ax.set_xscale("log", base=2); ax.set_xticks(sorted({k for k, _ in grid})); ax.set_xticklabels(sorted({k for k, _ in grid}))
-    ax.set_xlabel("beam size K"); ax.set_ylabel("sacreBLEU"); ax.set_title(title); ax.legend()
+    ks = sorted({k for k, _ in grid})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ks)
+    ax.set_xticklabels(ks)
+    ax.set_xlabel("beam size K")
+    ax.set_ylabel("sacreBLEU")
+    ax.set_title(title)
+    ax.legend()
     plt.show()

@@ -39,12 +39,14 @@ def noam_rate(step: int,          # optimizer updates done so far (0 is treated 
     return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
 class NoamSchedule:
-    "The §5.3 schedule as a `LambdaLR` multiplier; a plain object, so its settings go into the scheduler's state_dict."
+    "The §5.3 schedule as a `LambdaLR` multiplier: a plain object, its settings in the state_dict."
     def __init__(self, d_model: int, warmup_steps: int, scale: float=1.0):
-        noam_rate(0, d_model, warmup_steps, scale)                    # validate now, not at the first step
+        noam_rate(0, d_model, warmup_steps, scale)          # validate now, not at the first step
         if not scale >= 0: raise ValueError(f"scale={scale} must be at least 0")
         self.d_model, self.warmup_steps, self.scale = d_model, warmup_steps, scale
-    def __call__(self, done: int) -> float: # `LambdaLR`'s count of scheduler steps so far (0 before update 1)
+    def __call__(self,
+                 done: int,  # `LambdaLR`'s count of scheduler steps so far (0 before update 1)
+                ) -> float:
         "The rate of the next update, number `done + 1`: §5.3's step_num counts updates from 1."
         return noam_rate(done + 1, self.d_model, self.warmup_steps, self.scale)
 

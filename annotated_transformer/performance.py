@@ -6,18 +6,21 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/performance.
 
 # %% ../nbs/19_performance.ipynb #15b62024
 from __future__ import annotations
-import copy, json, math, os, re, statistics, subprocess, sys, textwrap, time, types
+import copy, json, math, os, re, statistics, subprocess, sys, textwrap, time
 from contextlib import nullcontext
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import *
-from .embeddings import *
-from .model import *
-from .why_self_attention import *
+from .attention import MultiHeadAttention, causal_mask
+from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
+from .model import (Transformer, TransformerConfig, copy_to_torch_transformer,
+                                         create_transformer, greedy_decode)
+from .why_self_attention import (plot_scaling, scaling_sweep, sweep_exponents,
+                                                      time_ratios)
 from .batching import Batch
 from .training import TrainStep
-from .runtime import bf16_native, bf16_slowdown, hardware_summary
+from .runtime import (bf16_native, bf16_slowdown, calls_for, hardware_summary,
+                                           interleaved_times, median_ratio)
 
 # %% auto #0
 __all__ = ['BENCH_VOCAB', 'LEVERS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'TRAIN_STEP', 'synthetic_batch',
@@ -31,51 +34,62 @@ BENCH_VOCAB = 8000  # about the size of each Multi30k vocabulary
 
 def synthetic_batch(batch_size: int,   # sentences, B
                     src_len: int,      # padded source length S
-                    tgt_len: int,      # padded target length T (the decoder input and output have T tokens each)
+                    # padded target length T (the decoder input and output have T tokens each)
+                    tgt_len: int,
                     vocab_size: int,
                     seed: int=0,
-                    min_fill: float=0.5, # each sentence's length is uniform in [min_fill·len, len]; the rest is padding
+                    # each sentence's length is uniform in [min_fill·len, len]; the rest is padding
+                    min_fill: float=0.5,
                     device=None,
                    ) -> tuple[torch.Tensor, torch.Tensor]: # src (B, S), tgt (B, T + 1) int64
-    "A random right-padded batch like bucketed translation data: src (B, S) and tgt (B, T+1) from BOS to EOS."
+    "A random right-padded batch like bucketed data: src (B, S) and tgt (B, T+1) from BOS to EOS."
     g = torch.Generator().manual_seed(seed)
     def side(n, length):
         ids = torch.randint(4, vocab_size, (batch_size, n), generator=g)
-        lens = torch.randint(max(1, math.ceil(min_fill * length)), length + 1, (batch_size,), generator=g)
+        lens = torch.randint(max(1, math.ceil(min_fill * length)), length + 1, (batch_size,),
+                             generator=g)
         return ids.masked_fill(torch.arange(n)[None] >= lens[:, None], PAD_IDX), lens
     src, _ = side(src_len, src_len)
-    body, lens = side(tgt_len, tgt_len - 1)                            # room for EOS within the T outputs
+    # room for EOS within the T outputs
+    body, lens = side(tgt_len, tgt_len - 1)
     tgt = torch.cat([torch.full((batch_size, 1), BOS_IDX), body], 1)  # (B, T + 1)
     tgt[torch.arange(batch_size), lens + 1] = EOS_IDX
     return src.to(device), tgt.to(device)
 
 # %% ../nbs/19_performance.ipynb #3123972f
 class TorchTransformerModel(nn.Module):
-    "The reference: the same embeddings and generator around `torch.nn.Transformer`, weights copied from ours."
+    "The reference: our embeddings and generator around `torch.nn.Transformer`, weights copied."
     def __init__(self, ours: Transformer,       # the model to mirror
-                 same_dropout: bool=True,       # True: dropout only where ours has it; False: nn.Transformer's own (also on attention weights and in the FFN)
+                 # True: dropout only where ours has it; False: nn.Transformer's own (also on
+                 # attention weights and in the FFN)
+                 same_dropout: bool=True,
                 ):
         super().__init__()
         self.config = c = ours.config
-        self.src_embed, self.tgt_embed = copy.deepcopy(ours.src_embed), copy.deepcopy(ours.tgt_embed)
+        self.src_embed, self.tgt_embed = (copy.deepcopy(ours.src_embed),
+                                          copy.deepcopy(ours.tgt_embed))
         self.generator, self.core = copy.deepcopy(ours.generator), copy_to_torch_transformer(ours)
         if same_dropout:
             for m in self.core.modules():
                 if isinstance(m, nn.MultiheadAttention): m.dropout = c.attn_dropout
-                if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)): m.dropout.p = c.activation_dropout
+                if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+                    m.dropout.p = c.activation_dropout
 
     def forward(self, src: torch.Tensor, # (batch, src_len) int64
                 tgt: torch.Tensor,       # (batch, tgt_len) int64 decoder input
-                src_mask=None, tgt_mask=None, # ours, ignored: built here the way nn.Transformer takes them
+                # ours, ignored: built here the way nn.Transformer takes them
+                src_mask=None, tgt_mask=None,
                ) -> torch.Tensor:        # (batch, tgt_len, d_model) decoder states
-        "Masks the way `nn.Transformer` takes them: key-padding masks and a causal mask, True = masked."
+        "Masks as `nn.Transformer` takes them: key-padding masks and a causal mask, True = masked."
         pad, T = self.config.pad_idx, tgt.shape[1]
-        return self.core(self.src_embed(src), self.tgt_embed(tgt), tgt_mask=~causal_mask(T, tgt.device)[0, 0],
-                         src_key_padding_mask=src == pad, tgt_key_padding_mask=tgt == pad, memory_key_padding_mask=src == pad)
+        return self.core(self.src_embed(src), self.tgt_embed(tgt),
+                         tgt_mask=~causal_mask(T, tgt.device)[0, 0],
+                         src_key_padding_mask=src == pad, tgt_key_padding_mask=tgt == pad,
+                         memory_key_padding_mask=src == pad)
 
 # %% ../nbs/19_performance.ipynb #d4ccc20b
 class BenchStep:
-    "The step `fit` runs (chapter 11's `TrainStep`) on one fixed batch with Adam (§5.3): a zero-argument callable to time."
+    "The step `fit` runs (chapter 11's `TrainStep`) on one fixed batch with Adam (§5.3), to time."
     def __init__(self, model: nn.Module,     # a `Transformer` or a `TorchTransformerModel`
                  src: torch.Tensor,          # (batch, src_len) int64
                  tgt: torch.Tensor,          # (batch, tgt_len + 1) int64, BOS first
@@ -85,8 +99,10 @@ class BenchStep:
                  **levers,                   # `TrainStep`'s switches, e.g. nonpad_logits=False
                 ):
         self.model, self.batch = model.train(), Batch(src, tgt, model.config.pad_idx)
-        self.tokens = self.batch.n_tokens                                        # target tokens per step
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)  # §5.3
+        # target tokens per step
+        self.tokens = self.batch.n_tokens
+        # §5.3
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
         self.step = TrainStep(model, self.optimizer, loss_fn=loss_fn, precision=precision, **levers)
 
     def loss(self) -> torch.Tensor: # scalar: loss per target token, no update
@@ -97,31 +113,37 @@ class BenchStep:
         return loss_sum / max(n_tokens, 1)
 
 class TorchCrossEntropy(nn.Module):
-    "What a user of `nn.Transformer` writes: `F.cross_entropy` with PyTorch's label smoothing, padding ignored, summed."
+    "What a user of `nn.Transformer` writes: `F.cross_entropy`, label smoothing, padding ignored."
     reduction = "sum"
     def __init__(self, pad_idx: int=PAD_IDX, smoothing: float=0.1):
-        super().__init__(); self.pad_idx, self.smoothing = pad_idx, smoothing
+        super().__init__()
+        self.pad_idx, self.smoothing = pad_idx, smoothing
     def forward(self, logits, target): # (..., V), (...)
         return F.cross_entropy(logits.flatten(0, -2), target.flatten(), ignore_index=self.pad_idx,
                                label_smoothing=self.smoothing, reduction="sum")
 
 def reference_step(model: nn.Module, src, tgt, **kw) -> BenchStep:
-    "The reference's step: every position scored, PyTorch's cross-entropy; otherwise the same `TrainStep`."
-    return BenchStep(model, src, tgt, loss_fn=TorchCrossEntropy(model.config.pad_idx), nonpad_logits=False, **kw)
+    "The reference's step: every position scored, `F.cross_entropy`; else the same `TrainStep`."
+    loss_fn = TorchCrossEntropy(model.config.pad_idx)
+    return BenchStep(model, src, tgt, loss_fn=loss_fn, nonpad_logits=False, **kw)
 
 # %% ../nbs/19_performance.ipynb #36954c76
 def train_step_flops(config: TransformerConfig, # the model's config
                      src: torch.Tensor,         # (batch, S), padding included
                      tgt: torch.Tensor,         # (batch, T + 1)
                     ) -> int:                   # 2 × multiply-adds, forward + backward
-    "Useful matrix-multiply FLOPs of a training step: attention over the padded batch, FFN and generator over real tokens; backward = 2 × forward."
-    B, S = src.shape; T = tgt.shape[1] - 1
+    "Useful matmul FLOPs per training step: attention on the padded batch, the rest on real tokens."
+    B, S = src.shape
+    T = tgt.shape[1] - 1
     d, f, N = config.d_model, config.d_ff, config.n_layers
     n_out = int((tgt[:, 1:] != config.pad_idx).sum())
-    attn = lambda q, k: 2 * B * (2 * q * d * d + 2 * k * d * d + 2 * q * k * d)  # Q, O over q; K, V over k; QKᵀ and AV
+    # Q, O over q; K, V over k; QKᵀ and AV
+    attn = lambda q, k: 2 * B * (2 * q * d * d + 2 * k * d * d + 2 * q * k * d)
     n_src, n_in = int((src != config.pad_idx).sum()), int((tgt[:, :-1] != config.pad_idx).sum())
-    ffn = lambda n: 2 * n * d * f * 2                                  # chapter 1: the FFN runs on real tokens only
-    fwd = N * (attn(S, S) + ffn(n_src)) + N * (attn(T, T) + attn(T, S) + ffn(n_in)) + 2 * n_out * d * config.tgt_vocab_size
+    # chapter 1: the FFN runs on real tokens only
+    ffn = lambda n: 2 * n * d * f * 2
+    fwd = (N * (attn(S, S) + ffn(n_src)) + N * (attn(T, T) + attn(T, S) + ffn(n_in))
+           + 2 * n_out * d * config.tgt_vocab_size)
     return 3 * fwd
 
 def matmul_probe(n: int=2048,                 # side of the square matrices
@@ -145,69 +167,91 @@ def training_throughput(preset: str,           # a key of PRESETS
                         device=None, seed: int=0,
                         **overrides,           # config fields, e.g. n_layers=1 for a quick run
                        ) -> dict:
-    "Target tokens/s of a full training step, ours vs `nn.Transformer` (same config, weights, batch, masks), and the fraction of the matmul peak."
+    "Target tokens/s of a training step, ours vs `nn.Transformer` (same everything); matmul peak."
     torch.manual_seed(seed)
     ours = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
     steps = {"ours": BenchStep(ours, src, tgt),
              "nn.Transformer": reference_step(TorchTransformerModel(ours).to(device), src, tgt),
-             "nn.Transformer, its own dropout": reference_step(TorchTransformerModel(ours, same_dropout=False).to(device), src, tgt)}
+             "nn.Transformer, its own dropout": reference_step(
+                 TorchTransformerModel(ours, same_dropout=False).to(device), src, tgt)}
     probe, probe_flops = matmul_probe(probe_n, device)
-    step_time = min(interleaved_times({"ours": steps["ours"]}, 1, warmup=1, sync=_sync(device))["ours"])
-    n_probe = calls_for(probe, step_time, _sync(device))          # the probe lasts as long as a step: same exposure to noise
-    times = interleaved_times({**steps, "matmul": lambda: [probe() for _ in range(n_probe)]}, repeats, sync=_sync(device))
+    step_time = min(interleaved_times({"ours": steps["ours"]}, 1, warmup=1,
+                                      sync=_sync(device))["ours"])
+    # the probe lasts as long as a step: same exposure to noise
+    n_probe = calls_for(probe, step_time, _sync(device))
+    fns = {**steps, "matmul": lambda: [probe() for _ in range(n_probe)]}
+    times = interleaved_times(fns, repeats, sync=_sync(device))
     t = {k: statistics.median(v) for k, v in times.items()}
-    flops, peak, tokens = train_step_flops(ours.config, src, tgt), n_probe * probe_flops / t["matmul"], steps["ours"].tokens
+    flops, tokens = train_step_flops(ours.config, src, tgt), steps["ours"].tokens
+    peak = n_probe * probe_flops / t["matmul"]
     return dict(preset=preset, batch=[batch_size, src_len, tgt_len], tokens_per_step=tokens,
                 speedup=median_ratio(times, "nn.Transformer", "ours"),
-                speedup_vs_torch_own_dropout=median_ratio(times, "nn.Transformer, its own dropout", "ours"),
-                tokens_per_s={k: tokens / t[k] for k in steps}, gflop_per_step=flops / 1e9, peak_gflops=peak / 1e9,
+                speedup_vs_torch_own_dropout=median_ratio(
+                    times, "nn.Transformer, its own dropout", "ours"),
+                tokens_per_s={k: tokens / t[k] for k in steps}, gflop_per_step=flops / 1e9,
+                peak_gflops=peak / 1e9,
                 fraction_of_peak={k: flops / t[k] / peak for k in steps}, seconds=t)
 
 # %% ../nbs/19_performance.ipynb #d5e797bf
-def _self_attention_layers(model):
-    return [l.self_attn for l in [*model.encoder.layers, *model.decoder.layers]]
-
-def _separate_qkv(mha):
-    "Patch one layer so that self-attention projects Q, K and V with three matmuls instead of one."
-    fwd = MultiHeadAttention.forward
+class _SeparateQKV(nn.Module):
+    "Self-attention that projects Q, K and V with three matmuls instead of one (a lever off)."
+    def __init__(self, mha: MultiHeadAttention):
+        super().__init__()
+        self.mha = mha
     def forward(self, query, key, value, mask=None, cache=None):
-        if key is query and value is query and cache is None:
-            return fwd(self, query, query.view_as(query), query.view_as(query), mask)  # distinct objects: 3 projections
-        return fwd(self, query, key, value, mask, cache)
-    mha.forward = types.MethodType(forward, mha)
+        if key is query and value is query and cache is None:      # distinct objects: 3 projections
+            return self.mha(query, query.view_as(query), query.view_as(query), mask)
+        return self.mha(query, key, value, mask, cache)
 
-def _mask_per_layer(mha):
-    "Patch one layer to materialise its mask at full (batch, heads, q_len, k_len) size on every call, as nn.Transformer does."
-    fwd = MultiHeadAttention.forward
+class _MaskPerLayer(nn.Module):
+    "Attention expanding its mask to full (batch, heads, q_len, k_len) per call, as nn.Transformer."
+    def __init__(self, mha: MultiHeadAttention):
+        super().__init__()
+        self.mha = mha
     def forward(self, query, key, value, mask=None, cache=None):
-        if mask is not None: mask = mask.expand(query.shape[0], self.n_heads, query.shape[1], key.shape[1]).contiguous()
-        return fwd(self, query, key, value, mask, cache)
-    mha.forward = types.MethodType(forward, mha)
+        if mask is not None:
+            B, T, S = query.shape[0], query.shape[1], key.shape[1]
+            mask = mask.expand(B, self.mha.n_heads, T, S).contiguous()
+        return self.mha(query, key, value, mask, cache)
+
+def _wrap_attention(model: nn.Module, wrap, names=("self_attn", "src_attn")):
+    "Replace each layer's attention sublayers `names` by `wrap(sublayer)` (on a benchmarked copy)."
+    for layer in [*model.encoder.layers, *model.decoder.layers]:
+        for name in names:
+            if hasattr(layer, name): setattr(layer, name, wrap(getattr(layer, name)))
 
 def _attention_layers(m): return [a for a in m.modules() if isinstance(a, MultiHeadAttention)]
 
 # %% ../nbs/19_performance.ipynb #425c5617
-LEVERS = {  # name -> (how to switch the lever off on a copy of the model, the step's switches with it off)
-    "fused attention kernel":      (lambda m: [setattr(a, "fused", False) for a in _attention_layers(m)], {}),
-    "no attention dropout":        (lambda m: [setattr(a, "dropout", 0.1) for a in _attention_layers(m)], {}),
-    "fused QKV projection":        (lambda m: [_separate_qkv(a) for a in _self_attention_layers(m)], {}),
-    "masks built once per batch":  (lambda m: [_mask_per_layer(a) for a in _attention_layers(m)], {}),
+def _set_all(m, **attrs):
+    "Set `attrs` on every attention layer of `m`."
+    for a in _attention_layers(m):
+        for k, v in attrs.items(): setattr(a, k, v)
+
+# name -> (how to switch the lever off on a copy of the model, the step's switches with it off)
+LEVERS = {
+    "fused attention kernel":      (lambda m: _set_all(m, fused=False), {}),
+    "no attention dropout":        (lambda m: _set_all(m, attn_dropout=0.1), {}),
+    "fused QKV projection":        (lambda m: _wrap_attention(m, _SeparateQKV, ("self_attn",)), {}),
+    "masks built once per batch":  (lambda m: _wrap_attention(m, _MaskPerLayer), {}),
     "generator on non-pad positions only": (lambda m: None, {"nonpad_logits": False}),
     "loss in one pass":            (lambda m: None, {"fused_loss": False}),
 }
 
 def lever_speedups(preset: str="small",
                    batch_size: int=32, src_len: int=32, tgt_len: int=32,
-                   vocab_size: int=BENCH_VOCAB, repeats: int=5, device=None, seed: int=0, **overrides,
+                   vocab_size: int=BENCH_VOCAB, repeats: int=5,
+                   device=None, seed: int=0, **overrides,
                   ) -> dict:           # lever -> time without it / time with all levers
-    "Each speed lever measured alone: our training step with that one lever off against all levers on, interleaved."
+    "Each speed lever alone: our training step with that lever off against all on, interleaved."
     torch.manual_seed(seed)
     model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
     fns = {"all levers": BenchStep(model, src, tgt)}
     for name, (switch_off, step_kw) in LEVERS.items():
-        m = copy.deepcopy(model); switch_off(m)
+        m = copy.deepcopy(model)
+        switch_off(m)
         fns[name] = BenchStep(m, src, tgt, **step_kw)
     times = interleaved_times(fns, repeats, sync=_sync(device))
     return {name: median_ratio(times, name, "all levers") for name in LEVERS}
@@ -216,7 +260,8 @@ def lever_speedups(preset: str="small",
 _PROFILE_GROUPS = [("attention kernel", r"scaled_dot_product|flash_attention|efficient_attention"),
                    ("matmul", r"^aten::(mm|addmm|bmm|baddbmm|addmv|mv)$"),
                    ("softmax & loss", r"softmax|nll_loss|cross_entropy"),
-                   ("dropout", r"bernoulli|dropout"), ("layer norm", r"layer_norm"), ("embedding", r"embedding")]
+                   ("dropout", r"bernoulli|dropout"), ("layer norm", r"layer_norm"),
+                   ("embedding", r"embedding")]
 
 def profile_breakdown(step: BenchStep,  # the step to profile
                       steps: int=2,     # profiled calls, after one warmup call
@@ -225,7 +270,8 @@ def profile_breakdown(step: BenchStep,  # the step to profile
     from torch.profiler import profile, ProfilerActivity
     cuda = next(step.model.parameters()).device.type == "cuda"
     step()
-    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+    with profile(activities=[ProfilerActivity.CPU]
+                            + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         for _ in range(steps): step()
         if cuda: torch.cuda.synchronize()
     other = "other (element-wise, copies, masks)"
@@ -246,36 +292,46 @@ def check_cached_greedy(model: nn.Module,         # a `Transformer` in eval mode
                         src: torch.Tensor,        # (batch, src_len) int64 source ids
                         src_mask: torch.Tensor,   # (batch, 1, 1, src_len) bool
                         steps: int,               # tokens to generate (no early stop)
-                        tol: float=1e-4,          # nats: how far below the best a pick may be (float rounding)
+                        # nats: how far below the best a pick may be (float rounding)
+                        tol: float=1e-4,
                        ):
-    "Raise unless each token of cached greedy decoding is, to `tol`, the uncached decoder's best after the same prefix."
-    ys = greedy_decode(model, src, src_mask, steps, end_symbol=-1)                    # (batch, steps), cached
-    prefix = torch.cat([torch.full_like(ys[:, :1], BOS_IDX), ys[:, :-1]], 1)          # (batch, steps), BOS first
+    "Raise unless each cached greedy token is to `tol`, the uncached decoder's best on its prefix."
+    # (batch, steps), cached
+    ys = greedy_decode(model, src, src_mask, steps, end_symbol=-1)
+    # (batch, steps), BOS first
+    prefix = torch.cat([torch.full_like(ys[:, :1], BOS_IDX), ys[:, :-1]], 1)
     h = model.decode(model.encode(src, src_mask), src_mask, prefix, causal_mask(steps, src.device))
-    logp = model.generator(h)                                                         # (batch, steps, vocab)
-    short = logp.max(-1).values - logp.gather(-1, ys[..., None])[..., 0]              # (batch, steps) ≥ 0
+    # (batch, steps, vocab)
+    logp = model.generator(h)
+    # (batch, steps) ≥ 0
+    short = logp.max(-1).values - logp.gather(-1, ys[..., None])[..., 0]
     if short.max() > tol:
         i, t = divmod(int(short.argmax()), steps)
-        raise RuntimeError(f"cached greedy decoding picked token {int(ys[i, t])} at step {t + 1} of sentence {i}, "
-                           f"{short.max():.2e} nats below the uncached decoder's best (tolerance {tol})")
+        raise RuntimeError(f"cached greedy decoding picked token {int(ys[i, t])} at step {t + 1} "
+                           f"of sentence {i}, {short.max():.2e} nats below the uncached decoder's "
+                           f"best (tolerance {tol})")
 
 def decode_speedup(preset: str="small",
                    steps: tuple=(16, 32, 64, 128), # output lengths, each forced (no early stop)
                    batch_size: int=64, src_len: int=32,
                    vocab_size: int=BENCH_VOCAB,
                    repeats: int=2, device=None, seed: int=0, **overrides,
-                  ) -> dict:                       # {"speedup": {steps: ratio}, "seconds": {steps: {...}}}
-    "Greedy decoding with the KV cache vs re-running the decoder over the whole prefix, at fixed output lengths."
+                  # {"speedup": {steps: ratio}, "seconds": {steps: {...}}}
+                  ) -> dict:
+    "Greedy decoding with the KV cache vs re-running the whole prefix, at fixed output lengths."
     torch.manual_seed(seed)
     model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device).eval()
     src, _ = synthetic_batch(batch_size, src_len, 2, vocab_size, seed, device=device)
     sm = model.make_src_mask(src)
-    run = lambda n, cache: greedy_decode(model, src, sm, n, end_symbol=-1, use_cache=cache)  # -1 never occurs: n steps
-    check_cached_greedy(model, src, sm, 4)                # the cache computes the same thing, to rounding
+    # -1 never occurs: n steps
+    run = lambda n, cache: greedy_decode(model, src, sm, n, end_symbol=-1, use_cache=cache)
+    # the cache computes the same thing, to rounding
+    check_cached_greedy(model, src, sm, 4)
     out = dict(speedup={}, seconds={})
     for n in steps:
-        times = interleaved_times({"uncached": lambda: run(n, False), "cached": lambda: run(n, True)}, repeats,
-                                  warmup=0, sync=_sync(device))
+        times = interleaved_times({"uncached": lambda: run(n, False),
+                                   "cached": lambda: run(n, True)},
+                                  repeats, warmup=0, sync=_sync(device))
         out["speedup"][n] = median_ratio(times, "uncached", "cached")
         out["seconds"][n] = {k: statistics.median(v) for k, v in times.items()}
     return out
@@ -291,25 +347,31 @@ def bf16_speedup(preset: str="small",
     model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
     explicit = copy.deepcopy(model)
-    if torch.device(device or "cpu").type == "cpu":     # the CPU's bf16 fused-attention backward is slow: explicit path
+    # the CPU's bf16 fused-attention backward is slow: explicit path
+    if torch.device(device or "cpu").type == "cpu":
         for a in explicit.modules():
             if isinstance(a, MultiHeadAttention): a.fused = False
-    fns = {"fp32": BenchStep(model, src, tgt), "bf16": BenchStep(explicit, src, tgt, precision="bf16"),
+    fns = {"fp32": BenchStep(model, src, tgt),
+           "bf16": BenchStep(explicit, src, tgt, precision="bf16"),
            "bf16, fused attention": BenchStep(copy.deepcopy(model), src, tgt, precision="bf16")}
-    (p32, _), (p16, _) = matmul_probe(probe_n, device), matmul_probe(probe_n, device, torch.bfloat16)
-    times = interleaved_times({**fns, "matmul fp32": p32, "matmul bf16": p16}, repeats, sync=_sync(device))
-    return dict(speedup=median_ratio(times, "fp32", "bf16"), speedup_fused_attention=median_ratio(times, "fp32", "bf16, fused attention"),
+    (p32, _), (p16, _) = (matmul_probe(probe_n, device),
+                          matmul_probe(probe_n, device, torch.bfloat16))
+    times = interleaved_times({**fns, "matmul fp32": p32, "matmul bf16": p16}, repeats,
+                              sync=_sync(device))
+    return dict(speedup=median_ratio(times, "fp32", "bf16"),
+                speedup_fused_attention=median_ratio(times, "fp32", "bf16, fused attention"),
                 matmul_speedup=median_ratio(times, "matmul fp32", "matmul bf16"),
                 tokens_per_s={k: f.tokens / statistics.median(times[k]) for k, f in fns.items()})
 
 # %% ../nbs/19_performance.ipynb #5b2f1e07
 def bf16_skip_reason(device=None, # where the benchmark runs: "cpu", "cuda", …
                     ) -> str|None:  # why bf16 is not timed here, or None to time it
-    "One line on why the bf16 benchmark is skipped on this CPU (it emulates bf16: the measured slowdown), or None on native bf16 or a GPU."
+    "Why the bf16 benchmark is skipped on this CPU (emulated bf16), or None (native bf16, a GPU)."
     if torch.device(device or "cpu").type != "cpu" or bf16_native(): return None
-    return (f"this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or AMX) emulates bf16: a bf16 matmul took "
-            f"{bf16_slowdown():.1f}x the time of fp32 here, so bf16 training is slower, not faster, and timing it would take "
-            f"many minutes to show only the emulation (run_benchmarks(bf16=True) times it anyway)")
+    return (f"this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or AMX) "
+            f"emulates bf16: a bf16 matmul took {bf16_slowdown():.1f}x the time of fp32 here, "
+            "so bf16 training is slower, not faster, and timing it would take many minutes "
+            "to show only the emulation (run_benchmarks(bf16=True) times it anyway)")
 
 # %% ../nbs/19_performance.ipynb #f29d25b1
 def _status_kb(field):
@@ -321,19 +383,23 @@ def cpu_peak_memory_supported() -> bool:
     return platform.libc_ver()[0] == "glibc" and os.path.exists("/proc/self/clear_refs")
 
 def step_peak_memory(step: BenchStep) -> int: # bytes
-    "Peak memory of one training step: parameters, Adam state, gradients, activations and temporaries."
+    "Peak memory of one training step: parameters, Adam state, gradients, activations, temporaries."
     step()                                                        # Adam state exists from here on
     step.optimizer.zero_grad(set_to_none=True)
     dev = next(step.model.parameters()).device
     if dev.type == "cuda":
-        torch.cuda.synchronize(dev); torch.cuda.reset_peak_memory_stats(dev)
-        step(); torch.cuda.synchronize(dev)
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        step()
+        torch.cuda.synchronize(dev)
         return torch.cuda.max_memory_allocated(dev)
     if not cpu_peak_memory_supported() or os.environ.get("MALLOC_MMAP_THRESHOLD_") != "65536":
-        raise RuntimeError("CPU peak memory needs Linux/glibc and a process started with MALLOC_MMAP_THRESHOLD_=65536 (see `peak_memory`)")
+        raise RuntimeError("CPU peak memory needs Linux/glibc and a process started with "
+                           "MALLOC_MMAP_THRESHOLD_=65536 (see `peak_memory`)")
     state = [t for s in step.optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
     static = sum(t.numel() * t.element_size() for t in [*step.model.parameters(), *state])
-    with open("/proc/self/clear_refs", "w") as f: f.write("5")  # reset the peak-RSS counter (VmHWM) to the current RSS
+    # reset the peak-RSS counter (VmHWM) to the current RSS
+    with open("/proc/self/clear_refs", "w") as f: f.write("5")
     before = _status_kb("VmRSS")
     step()
     return static + (_status_kb("VmHWM") - before) * 1024
@@ -347,7 +413,8 @@ def _peak_memory_here(presets, batch_size, src_len, tgt_len, vocab_size, device,
         ours = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
         src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
         ref = TorchTransformerModel(ours).to(device)
-        theirs = step_peak_memory(reference_step(ref, src, tgt)); del ref
+        theirs = step_peak_memory(reference_step(ref, src, tgt))
+        del ref
         out[preset] = dict(ours=step_peak_memory(BenchStep(ours, src, tgt)), torch=theirs)
         del ours
     return out
@@ -355,13 +422,16 @@ def _peak_memory_here(presets, batch_size, src_len, tgt_len, vocab_size, device,
 def peak_memory(presets: tuple=("tiny", "small", "base"),
                 batch_size: int=32, src_len: int=32, tgt_len: int=32,
                 vocab_size: int=BENCH_VOCAB, device=None, seed: int=0, **overrides,
-               ) -> dict:              # preset -> {"ours": bytes, "torch": bytes}; None where not measurable
-    "Peak memory of a training step per preset, ours and `nn.Transformer` on the same batch; on CPU in a fresh process."
-    kw = dict(presets=list(presets), batch_size=batch_size, src_len=src_len, tgt_len=tgt_len, vocab_size=vocab_size,
-              device=None if device is None else str(device), seed=seed, overrides=overrides)
+               # preset -> {"ours": bytes, "torch": bytes}; None where not measurable
+               ) -> dict:
+    "Peak memory of a training step per preset, ours and `nn.Transformer`; on CPU in a new process."
+    kw = dict(presets=list(presets), batch_size=batch_size, src_len=src_len, tgt_len=tgt_len,
+              vocab_size=vocab_size, device=None if device is None else str(device), seed=seed,
+              overrides=overrides)
     if torch.device(device or "cpu").type == "cuda": return _peak_memory_here(**kw)
     if not cpu_peak_memory_supported(): return {p: dict(ours=None, torch=None) for p in presets}
-    code = ("import json, sys, torch; from annotated_transformer.performance import _peak_memory_here; "
+    code = ("import json, sys, torch; "
+            "from annotated_transformer.performance import _peak_memory_here; "
             f"torch.set_num_threads({torch.get_num_threads()}); "
             "print(json.dumps(_peak_memory_here(**json.loads(sys.argv[1]))))")
     r = subprocess.run([sys.executable, "-c", code, json.dumps(kw)], capture_output=True, text=True,
@@ -376,7 +446,7 @@ def attention_scaling(ns: list=(16, 32, 64, 128, 256, 512, 1024), # lengths at f
                       n: int=128,                                  # length for the d sweep
                       batch_size: int=4, repeats: int=3, device=None,
                      ) -> dict:
-    "§4 measured (chapter 07): time exponents against n and d, and LSTM / self-attention time ratios."
+    "§4 measured (chapter 07): time exponents in n and d, and LSTM / self-attention time ratios."
     kinds = ("self-attention", "recurrent")
     by_n = scaling_sweep(list(ns), [d], kinds, batch_size, repeats, device=device)
     by_d = scaling_sweep([n], list(ds), kinds, batch_size, repeats, device=device)
@@ -386,38 +456,53 @@ def attention_scaling(ns: list=(16, 32, 64, 128, 256, 512, 1024), # lengths at f
 
 # %% ../nbs/19_performance.ipynb #13bfe6fb
 BENCH_SIZES = {
-    "full": dict(presets=("small", "base"), batch_size=32, src_len=32, tgt_len=32, vocab_size=BENCH_VOCAB, repeats=4,
-                 probe_n=2048, overrides={}, memory_presets=("tiny", "small", "base"),
-                 decode=dict(preset="small", steps=(16, 32, 64), batch_size=64, src_len=32, repeats=2),  # 128 on a GPU only
-                 scaling=dict(ns=(16, 32, 64, 128, 256, 512, 1024), d=256, ds=(64, 128, 256, 512, 1024), n=128, batch_size=4, repeats=3)),
-    "quick": dict(presets=("small", "base"), batch_size=4, src_len=8, tgt_len=8, vocab_size=256, repeats=2,
-                  probe_n=256, overrides=dict(n_layers=1), memory_presets=("tiny", "small", "base"),
-                  decode=dict(preset="tiny", steps=(16, 32, 64, 128), batch_size=8, src_len=8, repeats=1),
-                  scaling=dict(ns=(8, 16, 32), d=32, ds=(16, 32, 64), n=16, batch_size=2, repeats=1)),
+    "full": dict(presets=("small", "base"), batch_size=32, src_len=32, tgt_len=32,
+                 vocab_size=BENCH_VOCAB, repeats=4, probe_n=2048, overrides={},
+                 memory_presets=("tiny", "small", "base"),
+                 # steps: 128 on a GPU only
+                 decode=dict(preset="small", steps=(16, 32, 64), batch_size=64, src_len=32,
+                             repeats=2),
+                 scaling=dict(ns=(16, 32, 64, 128, 256, 512, 1024), d=256,
+                              ds=(64, 128, 256, 512, 1024), n=128, batch_size=4, repeats=3)),
+    "quick": dict(presets=("small", "base"), batch_size=4, src_len=8, tgt_len=8, vocab_size=256,
+                  repeats=2, probe_n=256, overrides=dict(n_layers=1),
+                  memory_presets=("tiny", "small", "base"),
+                  decode=dict(preset="tiny", steps=(16, 32, 64, 128), batch_size=8, src_len=8,
+                              repeats=1),
+                  scaling=dict(ns=(8, 16, 32), d=32, ds=(16, 32, 64), n=16, batch_size=2,
+                               repeats=1)),
 }
-TARGETS = {"train_speedup_vs_nn_transformer": 1.25, "greedy_cached_speedup@64": 6.0, "bf16_speedup": 1.5}
-RATIO_KEYS = ("train_speedup_vs_nn_transformer", "fraction_of_matmul_peak", "greedy_cached_speedup", "bf16_speedup",
-              "bf16_matmul_speedup", "peak_memory_ratio", "lever_speedups", "attention_scaling")
-
+TARGETS = {"train_speedup_vs_nn_transformer": 1.25, "greedy_cached_speedup@64": 6.0,
+           "bf16_speedup": 1.5}
+RATIO_KEYS = ("train_speedup_vs_nn_transformer", "fraction_of_matmul_peak", "greedy_cached_speedup",
+              "bf16_speedup", "bf16_matmul_speedup", "peak_memory_ratio", "lever_speedups",
+              "attention_scaling")
 
 # %% ../nbs/19_performance.ipynb #26439026
-def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few seconds, numbers meaningless
+# tiny sizes: a smoke test of a few seconds, numbers meaningless
+def run_benchmarks(quick: bool=False,
                    device=None,        # "cpu", "cuda", …; default cuda if available
                    log=None,           # callable taking a progress message (e.g. print to stderr)
-                   bf16: bool|None=None, # None: time bf16 where it is native (or on a GPU), skip it where emulated; True/False: always/never
-                  ) -> dict:           # every ratio (RATIO_KEYS), details, targets, `hardware` (hardware_summary) and `bf16_skipped`
-    "Run every benchmark of this chapter and collect the ratios, each measured within this run against its reference."
+                   # None: time bf16 where it is native (or on a GPU), skip it where emulated;
+                   # True/False: always/never
+                   bf16: bool|None=None,
+                  # every ratio (RATIO_KEYS), details, targets, `hardware` (hardware_summary) and
+                  # `bf16_skipped`
+                  ) -> dict:
+    "Run every benchmark of this chapter: ratios, each measured in this run against its reference."
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available(): raise RuntimeError(f"device {device} requested but CUDA is not available")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device} requested but CUDA is not available")
     s = copy.deepcopy(BENCH_SIZES["quick" if quick else "full"])
     if device.type == "cuda" and not quick:
         s.update(batch_size=128, probe_n=8192, memory_presets=("tiny", "small", "base", "big"))
         s["decode"]["steps"] = (16, 32, 64, 128)
     log, t0 = log or (lambda msg: None), time.perf_counter()
     say = lambda msg: log(f"bench [{time.perf_counter() - t0:6.1f}s] {msg}")
-    common = dict(batch_size=s["batch_size"], src_len=s["src_len"], tgt_len=s["tgt_len"], vocab_size=s["vocab_size"],
-                  device=device, **s["overrides"])
-    skip = None if bf16 else "not requested (bf16=False)" if bf16 is False else bf16_skip_reason(device)
+    common = dict(batch_size=s["batch_size"], src_len=s["src_len"], tgt_len=s["tgt_len"],
+                  vocab_size=s["vocab_size"], device=device, **s["overrides"])
+    skip = (None if bf16 else "not requested (bf16=False)" if bf16 is False
+            else bf16_skip_reason(device))
     if skip: say(f"bf16 section skipped: {skip}")
     train, b16 = {}, {}
     for p in s["presets"]:
@@ -441,39 +526,50 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
 
 
 # %% ../nbs/19_performance.ipynb #04cd18a8
-TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused_loss), Adam; reference: nn.Transformer "
-              "through the same TrainStep with F.cross_entropy(label_smoothing=0.1) over every position")
+TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused_loss), Adam; "
+              "reference: nn.Transformer through the same TrainStep with "
+              "F.cross_entropy(label_smoothing=0.1) over every position")
 
 def _bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem) -> dict:
-    "The measurements of `run_benchmarks` as one plain-JSON result: the ratios, the targets met, the details."
+    "The measurements of `run_benchmarks` as one plain-JSON result: ratios, targets met, details."
     res = dict(
-        quick=quick, hardware=hardware_summary(device, as_dict=True), targets=TARGETS, train_step=TRAIN_STEP,
+        quick=quick, hardware=hardware_summary(device, as_dict=True), targets=TARGETS,
+        train_step=TRAIN_STEP,
         train_speedup_vs_nn_transformer={p: r["speedup"] for p, r in train.items()},
         fraction_of_matmul_peak={p: r["fraction_of_peak"] for p, r in train.items()},
         greedy_cached_speedup={str(k): v for k, v in dec["speedup"].items()},
         bf16_speedup=None if skip else {p: r["speedup"] for p, r in b16.items()},
         bf16_matmul_speedup=None if skip else {p: r["matmul_speedup"] for p, r in b16.items()},
-        bf16_skipped=skip and dict(reason=skip, measured_slowdown=bf16_slowdown() if device.type == "cpu" else None),
-        peak_memory_ratio={p: m["torch"] / m["ours"] if m["ours"] else None for p, m in mem.items()},
+        bf16_skipped=skip and dict(
+            reason=skip, measured_slowdown=bf16_slowdown() if device.type == "cpu" else None),
+        peak_memory_ratio={p: m["torch"] / m["ours"] if m["ours"] else None
+                           for p, m in mem.items()},
         lever_speedups=levers,
         attention_scaling={k: v for k, v in scaling.items() if not k.startswith("rows")},
-        details=dict(train=train, bf16=b16, decode_seconds={str(k): v for k, v in dec["seconds"].items()},
-                     peak_memory_mb={p: {k: v / 2**20 if v else None for k, v in m.items()} for p, m in mem.items()},
+        details=dict(train=train, bf16=b16,
+                     decode_seconds={str(k): v for k, v in dec["seconds"].items()},
+                     peak_memory_mb={p: {k: v / 2**20 if v else None for k, v in m.items()}
+                                     for p, m in mem.items()},
                      scaling_rows_n=scaling["rows_n"], scaling_rows_d=scaling["rows_d"], sizes=s))
     g64 = res["greedy_cached_speedup"].get("64")
-    res["meets_targets"] = {**{f"train_speedup_vs_nn_transformer[{p}]": r >= TARGETS["train_speedup_vs_nn_transformer"]
-                               for p, r in res["train_speedup_vs_nn_transformer"].items()},
-                            "greedy_cached_speedup[64]": g64 is not None and g64 >= TARGETS["greedy_cached_speedup@64"],
-                            **{f"bf16_speedup[{p}]": r >= TARGETS["bf16_speedup"] for p, r in (res["bf16_speedup"] or {}).items()}}
+    res["meets_targets"] = {
+        **{f"train_speedup_vs_nn_transformer[{p}]": r >= TARGETS["train_speedup_vs_nn_transformer"]
+           for p, r in res["train_speedup_vs_nn_transformer"].items()},
+        "greedy_cached_speedup[64]": g64 is not None and g64 >= TARGETS["greedy_cached_speedup@64"],
+        **{f"bf16_speedup[{p}]": r >= TARGETS["bf16_speedup"]
+           for p, r in (res["bf16_speedup"] or {}).items()}}
     return res
 
 # %% ../nbs/19_performance.ipynb #c5280f0c
 def bench_machine(res: dict) -> str:
-    "Where a bench result was measured, in one line: the CPU (or GPU), PyTorch's CPU capability, bf16 native or emulated, threads."
-    hw, c = res["hardware"], res.get("cpu") or {}         # results stored before `hardware_summary`: `hardware` + `cpu`
+    "Where a bench result was measured, in one line: CPU (or GPU), capability, bf16, threads."
+    # results stored before `hardware_summary`: `hardware` + `cpu`
+    hw, c = res["hardware"], res.get("cpu") or {}
     flags = hw.get("cpu_flags") or {}
-    bf16 = hw.get("bf16") or c.get("bf16") or ("native" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "emulated")
-    cpu = f"{hw['cpu'] or 'CPU'}, {hw.get('capability') or c.get('capability') or hw['cpu_capability']}, bf16 {bf16}"
+    bf16 = (hw.get("bf16") or c.get("bf16")
+            or ("native" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "emulated"))
+    cpu = (f"{hw['cpu'] or 'CPU'}, "
+           f"{hw.get('capability') or c.get('capability') or hw['cpu_capability']}, bf16 {bf16}")
     n = hw.get("torch_threads", hw.get("threads"))
     return f"{hw['gpu']} (host: {cpu})" if hw.get("gpu") else f"{cpu}, {n} thread{'s' * (n != 1)}"
 
@@ -483,41 +579,54 @@ def format_report(res: dict) -> str:
     "The ratios of a `run_benchmarks` result as readable lines (the JSON has everything)."
     hw, t = res["hardware"], res["targets"]
     ok = lambda b: "not judged in --quick" if res["quick"] else ("meets" if b else "MISSES")
-    lines = [f"annotated-transformer bench{' --quick' if res['quick'] else ''} on {bench_machine(res)} "
-             f"(torch {hw['torch']}), {res['seconds']:.0f} s"]
+    lines = [f"annotated-transformer bench{' --quick' if res['quick'] else ''} "
+             f"on {bench_machine(res)} (torch {hw['torch']}), {res['seconds']:.0f} s"]
     if res["quick"]: lines.append("  (--quick: tiny sizes, a smoke test; the numbers mean nothing)")
     tt = t["train_speedup_vs_nn_transformer"]
     for p, r in res["train_speedup_vs_nn_transformer"].items():
         f = res["fraction_of_matmul_peak"][p]
-        lines.append(f"training, {p}: ours {r:.2f}× nn.Transformer's tokens/s (target ≥ {tt}: {ok(r >= tt)}); "
-                     f"{100 * f['ours']:.0f}% vs {100 * f['nn.Transformer']:.0f}% of the fp32 matmul peak")
-    if res.get("bf16_skipped"): lines.append(f"bf16 autocast: skipped: {res['bf16_skipped']['reason']}")
+        lines.append(f"training, {p}: ours {r:.2f}× nn.Transformer's tokens/s "
+                     f"(target ≥ {tt}: {ok(r >= tt)}); "
+                     f"{100 * f['ours']:.0f}% vs {100 * f['nn.Transformer']:.0f}% "
+                     "of the fp32 matmul peak")
+    if res.get("bf16_skipped"):
+        lines.append(f"bf16 autocast: skipped: {res['bf16_skipped']['reason']}")
     for p, r in (res["bf16_speedup"] or {}).items():
-        lines.append(f"bf16 autocast, {p}: {r:.2f}× fp32 (target ≥ {t['bf16_speedup']}: {ok(r >= t['bf16_speedup'])}); "
-                     f"with the fused attention kernel {res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
+        lines.append(f"bf16 autocast, {p}: {r:.2f}× fp32 "
+                     f"(target ≥ {t['bf16_speedup']}: {ok(r >= t['bf16_speedup'])}); "
+                     "with the fused attention kernel "
+                     f"{res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
                      f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×")
     g = res["greedy_cached_speedup"]
-    lines.append("greedy decoding, cached / uncached: " + ", ".join(f"{k} steps {v:.1f}×" for k, v in g.items())
-                 + f" (target ≥ {t['greedy_cached_speedup@64']} at 64: {ok(res['meets_targets']['greedy_cached_speedup[64]'])})")
+    lines.append("greedy decoding, cached / uncached: "
+                 + ", ".join(f"{k} steps {v:.1f}×" for k, v in g.items())
+                 + f" (target ≥ {t['greedy_cached_speedup@64']} at 64: "
+                   f"{ok(res['meets_targets']['greedy_cached_speedup[64]'])})")
     mb = res["details"]["peak_memory_mb"]
     lines.append("peak memory of a training step, nn.Transformer / ours: " + ", ".join(
-        f"{p} {r:.2f}× ({mb[p]['ours']:.0f} MB ours)" if r else f"{p} not measurable here" for p, r in res["peak_memory_ratio"].items()))
-    lines.append("levers (step time without / with): " + ", ".join(f"{k} {v:.2f}×" for k, v in res["lever_speedups"].items()))
+        f"{p} {r:.2f}× ({mb[p]['ours']:.0f} MB ours)" if r else f"{p} not measurable here"
+        for p, r in res["peak_memory_ratio"].items()))
+    levers = ", ".join(f"{k} {v:.2f}×" for k, v in res["lever_speedups"].items())
+    lines.append("levers (step time without / with): " + levers)
     sc = res["attention_scaling"]
-    lines.append("§4: time ∝ n^" + ", n^".join(f"{v:.2f} ({k})" for k, v in sc["exponent_n"].items())
+    lines.append("§4: time ∝ n^"
+                 + ", n^".join(f"{v:.2f} ({k})" for k, v in sc["exponent_n"].items())
                  + "; ∝ d^" + ", d^".join(f"{v:.2f} ({k})" for k, v in sc["exponent_d"].items()))
     return "\n".join(lines)
 
-
 # %% ../nbs/19_performance.ipynb #9320e772
 def _bar_helper(ax):
-    "`bars(values, labels, target, ylabel)`: a bar chart of ratios on `ax`, 1× and the target marked."
+    "`bars(values, labels, target, ylabel)`: a bar chart of ratios on `ax`, 1× and target marked."
     def bars(values, labels, target=None, ylabel="speed-up (×)", fmt="{:.2f}×"):
         b = ax.bar(range(len(values)), values, color="C0", width=0.6)
-        ax.bar_label(b, [fmt.format(v) for v in values]); ax.set_xticks(range(len(values)), labels)
+        ax.bar_label(b, [fmt.format(v) for v in values])
+        ax.set_xticks(range(len(values)), labels)
         ax.axhline(1, color="gray", lw=0.8)
-        if target: ax.axhline(target, color="C3", ls="--", label=f"target {target}×"); ax.legend(loc="lower right")
-        ax.set_ylim(0, 1.25 * max(values + [target or 0])); ax.set_ylabel(ylabel)
+        if target:
+            ax.axhline(target, color="C3", ls="--", label=f"target {target}×")
+            ax.legend(loc="lower right")
+        ax.set_ylim(0, 1.25 * max(values + [target or 0]))
+        ax.set_ylabel(ylabel)
     return bars
 
 def _fig_training(res, t, ax, bars):
@@ -529,42 +638,59 @@ def _fig_training(res, t, ax, bars):
 def _fig_peak(res, t, ax, bars):
     f = res["fraction_of_matmul_peak"]
     for i, name in enumerate(["ours", "nn.Transformer"]):
-        b = ax.bar([j + 0.4 * i for j in range(len(f))], [100 * f[p][name] for p in f], 0.4, label=name, color=f"C{i}")
+        b = ax.bar([j + 0.4 * i for j in range(len(f))], [100 * f[p][name] for p in f], 0.4,
+                   label=name, color=f"C{i}")
         ax.bar_label(b, [f"{100 * f[p][name]:.0f}%" for p in f])
-    ax.set_xticks([j + 0.2 for j in range(len(f))], [f"{p} preset" for p in f]); ax.legend(loc="lower right")
+    ax.set_xticks([j + 0.2 for j in range(len(f))], [f"{p} preset" for p in f])
+    ax.legend(loc="lower right")
     ax.set_ylim(0, 1.25 * max(100 * v for p in f for v in f[p].values()))
-    ax.set_ylabel("% of the measured fp32 matmul peak"); ax.set_title("Achieved GFLOP/s as a share of the machine's peak")
+    ax.set_ylabel("% of the measured fp32 matmul peak")
+    ax.set_title("Achieved GFLOP/s as a share of the machine's peak")
 
 def _fig_levers(res, t, ax, bars):
     r = res["lever_speedups"]
-    bars(list(r.values()), [textwrap.fill(k, 13) for k in r], ylabel="step time without ÷ with the lever")
-    ax.tick_params(axis="x", labelsize=8); ax.set_title("Each lever switched off alone (small preset)")
+    bars(list(r.values()), [textwrap.fill(k, 13) for k in r],
+         ylabel="step time without ÷ with the lever")
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title("Each lever switched off alone (small preset)")
 
 
 # %% ../nbs/19_performance.ipynb #3789e66b
 def _fig_decoding(res, t, ax, bars):
     g = res["greedy_cached_speedup"]
     ax.plot([int(k) for k in g], list(g.values()), "o-", label="measured")
-    for k, v in g.items(): ax.annotate(f"{v:.1f}×", (int(k), v), textcoords="offset points", xytext=(0, 6), ha="center")
-    ax.axhline(t["greedy_cached_speedup@64"], color="C3", ls="--", label=f"target {t['greedy_cached_speedup@64']}× at 64")
-    ax.set_xscale("log", base=2); ax.set_xticks([int(k) for k in g], list(g)); ax.legend()
-    ax.set_xlabel("output tokens per sentence (batch of 64)"); ax.set_ylabel("time uncached ÷ cached")
+    for k, v in g.items():
+        ax.annotate(f"{v:.1f}×", (int(k), v), textcoords="offset points", xytext=(0, 6),
+                    ha="center")
+    target = t["greedy_cached_speedup@64"]
+    ax.axhline(target, color="C3", ls="--", label=f"target {target}× at 64")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([int(k) for k in g], list(g))
+    ax.legend()
+    ax.set_xlabel("output tokens per sentence (batch of 64)")
+    ax.set_ylabel("time uncached ÷ cached")
     ax.set_title("Greedy decoding: the key/value cache")
 
 def _fig_bf16_skipped(res, t, ax, bars):
-    ax.text(0.5, 0.5, textwrap.fill(f"Not measured: {res['bf16_skipped']['reason']}", 60), ha="center", va="center",
-            transform=ax.transAxes, fontsize=9); ax.set_xticks([]); ax.set_yticks([])
+    ax.text(0.5, 0.5, textwrap.fill(f"Not measured: {res['bf16_skipped']['reason']}", 60),
+            ha="center", va="center", transform=ax.transAxes, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
     ax.set_title("bf16 autocast vs fp32 (ours): skipped")
 
 def _fig_bf16(res, t, ax, bars):
     r, m = res["bf16_speedup"], res["bf16_matmul_speedup"]
     for i, (name, v) in enumerate([("training step", r), ("bare 2048² matmul", m)]):
-        b = ax.bar([j + 0.4 * i for j in range(len(v))], list(v.values()), 0.4, label=name, color=f"C{i}")
+        b = ax.bar([j + 0.4 * i for j in range(len(v))], list(v.values()), 0.4, label=name,
+                   color=f"C{i}")
         ax.bar_label(b, [f"{x:.2f}×" for x in v.values()])
     ax.set_xticks([j + 0.2 for j in range(len(r))], [f"{p} preset" for p in r])
-    ax.axhline(1, color="gray", lw=0.8); ax.axhline(t["bf16_speedup"], color="C3", ls="--", label=f"target {t['bf16_speedup']}×")
-    ax.set_ylim(0, 1.35 * max([*r.values(), *m.values()])); ax.legend(loc="upper left", ncol=3, fontsize=8)
-    ax.set_ylabel("time fp32 ÷ time bf16 autocast"); ax.set_title("bf16 autocast vs fp32 (ours)")
+    ax.axhline(1, color="gray", lw=0.8)
+    ax.axhline(t["bf16_speedup"], color="C3", ls="--", label=f"target {t['bf16_speedup']}×")
+    ax.set_ylim(0, 1.35 * max([*r.values(), *m.values()]))
+    ax.legend(loc="upper left", ncol=3, fontsize=8)
+    ax.set_ylabel("time fp32 ÷ time bf16 autocast")
+    ax.set_title("bf16 autocast vs fp32 (ours)")
 
 
 # %% ../nbs/19_performance.ipynb #517a9ee9
@@ -572,27 +698,33 @@ def _fig_memory(res, t, ax, bars):
     mb = res["details"]["peak_memory_mb"]
     ps = [p for p in mb if mb[p]["ours"]]
     for i, name in enumerate(["ours", "torch"]):
-        b = ax.bar([j + 0.4 * i for j in range(len(ps))], [mb[p][name] for p in ps], 0.4, color=f"C{i}",
-                   label="ours" if name == "ours" else "nn.Transformer")
+        b = ax.bar([j + 0.4 * i for j in range(len(ps))], [mb[p][name] for p in ps], 0.4,
+                   color=f"C{i}", label="ours" if name == "ours" else "nn.Transformer")
         ax.bar_label(b, [f"{mb[p][name]:.0f}" for p in ps], fontsize=8)
-    ax.set_xticks([j + 0.2 for j in range(len(ps))], [f"{p} preset" for p in ps]); ax.set_yscale("log"); ax.legend()
-    ax.set_ylabel("peak memory of a training step (MB, log scale)"); ax.set_title("Peak memory per preset (same batch)")
+    ax.set_xticks([j + 0.2 for j in range(len(ps))], [f"{p} preset" for p in ps])
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_ylabel("peak memory of a training step (MB, log scale)")
+    ax.set_title("Peak memory per preset (same batch)")
 
 def _fig_scaling(res, t, ax, bars):
     plot_scaling(res["details"]["scaling_rows_n"], "n", ax=ax)
 
-_FIGURES = {"training": _fig_training, "peak": _fig_peak, "levers": _fig_levers, "decoding": _fig_decoding,
-            "bf16": _fig_bf16, "memory": _fig_memory, "scaling": _fig_scaling}
+_FIGURES = {"training": _fig_training, "peak": _fig_peak, "levers": _fig_levers,
+            "decoding": _fig_decoding, "bf16": _fig_bf16, "memory": _fig_memory,
+            "scaling": _fig_scaling}
 
 
 # %% ../nbs/19_performance.ipynb #888e4b2a
 def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench --json` printed)
-               which: str,       # "training", "peak", "levers", "decoding", "bf16", "memory" or "scaling"
+               # "training", "peak", "levers", "decoding", "bf16", "memory" or "scaling"
+               which: str,
                ax=None,
               ):
-    "One figure of a benchmark result: each a ratio against its reference, with the target where there is one; the machine under the title."
+    "One figure of a benchmark result: ratios against their reference, targets, the machine."
     import matplotlib.pyplot as plt
-    if which not in _FIGURES: raise ValueError(f"unknown figure {which!r}; choose from {', '.join(_FIGURES)}")
+    if which not in _FIGURES:
+        raise ValueError(f"unknown figure {which!r}; choose from {', '.join(_FIGURES)}")
     ax = ax or plt.subplots(figsize=(6.4, 4))[1]
     fig = _fig_bf16_skipped if which == "bf16" and res.get("bf16_skipped") else _FIGURES[which]
     fig(res, res["targets"], ax, _bar_helper(ax))

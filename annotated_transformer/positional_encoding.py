@@ -19,7 +19,7 @@ def sinusoidal_table(max_len: int, # number of positions
     "The paper's table: sin on even dimensions 2i, cos on odd dimensions 2i+1 (§3.5)."
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]                  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)                   # (ceil(d/2),)
-    angle = pos / 10000 ** (two_i / d_model)                                   # (max_len, ceil(d/2))
+    angle = pos / 10000 ** (two_i / d_model)                            # (max_len, ceil(d/2))
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
@@ -36,9 +36,13 @@ class PositionalEncoding(nn.Module):
                 ):
         super().__init__()
         self.dropout, self.max_len, self.kind = nn.Dropout(dropout), max_len, kind
-        if kind == "sinusoidal": self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
-        elif kind == "learned": self.pe = nn.Parameter(torch.empty(max_len, d_model).normal_(0, d_model ** -0.5))
-        else: raise ValueError(f"positional encoding kind must be 'sinusoidal' or 'learned', got {kind!r}")
+        if kind == "sinusoidal":
+            self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
+        elif kind == "learned":
+            self.pe = nn.Parameter(torch.empty(max_len, d_model).normal_(0, d_model ** -0.5))
+        else:
+            raise ValueError(f"positional encoding kind must be 'sinusoidal' or 'learned', "
+                             f"got {kind!r}")
 
     def forward(self, x: torch.Tensor, # (batch, seq_len, d_model) embeddings
                 start_pos: int=0,      # position of x[:, 0] (incremental decoding)

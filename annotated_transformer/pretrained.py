@@ -1,4 +1,4 @@
-"""Appendix — the book's two trained translators (de→en, en→de): a training checkpoint exported to a small folder of safetensors weights, JSON config and vocabulary, a model card and sha256 sums; loaded back without unpickling anything.
+"""Appendix — the two shipped translators (de→en, en→de): safetensors folders with sha256 sums, no pickle.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/pretrained.html.md"""
 
@@ -12,25 +12,27 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from .model import Transformer, count_parameters
-from .data import BPECodec, WordCodec, codec_from_dict
+from .data import (BPECodec, WordCodec, codec_from_dict, check_direction,
+    check_same_direction, default_direction, direction_of)
 from .checkpoints import load_checkpoint, model_from_checkpoint
-from .data import check_direction, default_direction
-from .multi30k import load_translator, direction, check_same_direction
-
 
 # %% auto #0
 __all__ = ['MODEL_FORMAT', 'WEIGHTS', 'CONFIG', 'VOCAB', 'SUMS', 'CARD', 'DATA_FILES', 'STORAGE_DTYPES', 'MODELS_DIR', 'SHIPPED',
            'SHIPPED_SHA256SUMS', 'file_sha256', 'read_sha256sums', 'verify_model_dir', 'to_storage', 'from_storage',
-           'render_card', 'export_model', 'model_dir', 'load_model', 'open_translator']
+           'render_card', 'export_model', 'model_dir', 'load_model', 'load_translator', 'open_translator']
 
 # %% ../nbs/32_pretrained.ipynb #8acf5d2c
 MODEL_FORMAT = "annotated_transformer.model/1"
-WEIGHTS, CONFIG, VOCAB, SUMS, CARD = "model.safetensors", "config.json", "vocab.json", "SHA256SUMS", "MODEL_CARD.md"
+WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
+SUMS, CARD = "SHA256SUMS", "MODEL_CARD.md"
 DATA_FILES = (WEIGHTS, CONFIG, VOCAB)                    # the files SHA256SUMS covers
 STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-MODELS_DIR = Path(str(importlib.resources.files("annotated_transformer"))) / "models"   # the shipped model folders
-SHIPPED = {"de-en": "German → English", "en-de": "English → German"}  # name -> direction; each in MODELS_DIR / name
-SHIPPED_SHA256SUMS = {"de-en": "026112ad3d72f76797b023e75f3d1db3b5ba61bbdff50a9beb9192fa06810ec8", "en-de": "e198a907a1285bb96a869333e7175055d288d43eadbfa5b1054e99b8624c0eb5"}       # name -> sha256 of its SHA256SUMS; None: not shipped yet
+# the shipped model folders
+MODELS_DIR = Path(str(importlib.resources.files("annotated_transformer"))) / "models"
+SHIPPED = {"de-en": "German → English", "en-de": "English → German"}  # name -> direction
+# name -> sha256 of its folder's SHA256SUMS, pinned in the package
+SHIPPED_SHA256SUMS = {"de-en": "026112ad3d72f76797b023e75f3d1db3b5ba61bbdff50a9beb9192fa06810ec8",
+                      "en-de": "e198a907a1285bb96a869333e7175055d288d43eadbfa5b1054e99b8624c0eb5"}
 
 # %% ../nbs/32_pretrained.ipynb #10dc7f75
 def file_sha256(path: str|os.PathLike) -> str: # a file
@@ -40,62 +42,74 @@ def file_sha256(path: str|os.PathLike) -> str: # a file
         for block in iter(lambda: f.read(1 << 20), b""): h.update(block)
     return h.hexdigest()
 
-_SUM_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *]([^/\\]+)")   # sha256sum's text (two spaces) or binary (" *") form
+# sha256sum's text ("HASH  NAME") or binary ("HASH *NAME") line
+_SUM_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *]([^/\\]+)")
 
 def read_sha256sums(folder: str|os.PathLike, # a model folder
                    ) -> dict[str, str]:      # file name -> expected sha256 (lower-case hex)
-    "Parse a folder's `SHA256SUMS`; `ValueError` for a malformed line, a path, or a data file not listed."
+    "Parse a folder's `SHA256SUMS`; `ValueError` for a bad line, a path, or a file not listed."
     path, sums = Path(folder) / SUMS, {}
     try: text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError: raise ValueError(f"{path} is not text: expected lines '<64 hex digits>  <file name>'") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not text: "
+                         f"expected lines '<64 hex digits>  <file name>'") from None
     for i, line in enumerate(text.splitlines(), 1):
         m = _SUM_LINE.fullmatch(line)
         if not line.strip(): continue
         if m is None or m[2] in (".", ".."):
-            raise ValueError(f"{path} line {i} is not '<64 hex digits>  <file name in this folder>': {line[:100]!r}")
+            raise ValueError(f"{path} line {i} is not "
+                             f"'<64 hex digits>  <file name in this folder>': {line[:100]!r}")
         sums[m[2]] = m[1].lower()
     missing = [n for n in DATA_FILES if n not in sums]
-    if missing: raise ValueError(f"{path} has no line for {', '.join(missing)}: expected one for each of {', '.join(DATA_FILES)}")
+    if missing: raise ValueError(f"{path} has no line for {', '.join(missing)}: "
+                                 f"expected one for each of {', '.join(DATA_FILES)}")
     return sums
 
 # %% ../nbs/32_pretrained.ipynb #ce720c55
 def verify_model_dir(folder: str|os.PathLike, # a model folder
-                     pinned: str|None=None,   # the sha256 SHA256SUMS itself must have (shipped models); None: not pinned
+                     pinned: str|None=None,   # the sha256 SHA256SUMS must have (shipped models)
                     ) -> str:                 # the sha256 of SHA256SUMS
-    "Check that the folder's files are all there and match `SHA256SUMS` (and `SHA256SUMS` matches `pinned`)."
+    "Check that the folder's files are there and match `SHA256SUMS` (which must match `pinned`)."
     folder = Path(folder)
     for n in (SUMS, *DATA_FILES):
         if not (folder / n).is_file():
-            raise FileNotFoundError(f"model folder {folder} has no {n} (expected {', '.join((*DATA_FILES, SUMS))})")
+            raise FileNotFoundError(f"model folder {folder} has no {n} "
+                                    f"(expected {', '.join((*DATA_FILES, SUMS))})")
     digest = file_sha256(folder / SUMS)
     if pinned is not None and digest != pinned:
-        raise ValueError(f"{folder / SUMS}: sha256 mismatch, expected {pinned} (pinned in the package), got {digest}: "
-                         f"the file is corrupt or was changed")
+        raise ValueError(f"{folder / SUMS}: sha256 mismatch, expected {pinned} (pinned in the "
+                         f"package), got {digest}: the file is corrupt or was changed")
     for name, want in read_sha256sums(folder).items():
-        if not (folder / name).is_file(): raise FileNotFoundError(f"model folder {folder} has no {name} (listed in {SUMS})")
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"model folder {folder} has no {name} (listed in {SUMS})")
         got = file_sha256(folder / name)
         if got != want:
-            raise ValueError(f"{folder / name}: sha256 mismatch, expected {want} (from {SUMS}), got {got}: "
-                             f"the file is corrupt or was changed")
+            raise ValueError(f"{folder / name}: sha256 mismatch, expected {want} (from {SUMS}), "
+                             f"got {got}: the file is corrupt or was changed")
     return digest
 
 # %% ../nbs/32_pretrained.ipynb #e605db05
 def to_storage(state: dict[str, torch.Tensor], # a model's state dict
                dtype: str="float16",             # one of STORAGE_DTYPES
-              ) -> tuple[dict, dict]:            # (name -> tensor to save, tied name -> the name it was saved under)
-    "Tensors safetensors can write: tied weights once, floating tensors in `dtype`, contiguous, on the CPU."
-    if dtype not in STORAGE_DTYPES: raise ValueError(f"storage_dtype={dtype!r}; expected one of {list(STORAGE_DTYPES)}")
+              ) -> tuple[dict, dict]:            # (name -> tensor to save, tied name -> saved name)
+    "Tensors safetensors can write: tied weights once, floats in `dtype`, contiguous, on the CPU."
+    if dtype not in STORAGE_DTYPES:
+        raise ValueError(f"storage_dtype={dtype!r}; expected one of {list(STORAGE_DTYPES)}")
     out, aliases, seen = {}, {}, {}
     for name, t in state.items():
-        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-        if key in seen: aliases[name] = seen[key]; continue
+        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+               tuple(t.stride()))
+        if key in seen:
+            aliases[name] = seen[key]
+            continue
         seen[key] = name
         if t.is_floating_point():
-            if not torch.isfinite(t).all(): raise ValueError(f"{name} holds NaN or infinite values: the model is broken")
+            if not torch.isfinite(t).all():
+                raise ValueError(f"{name} holds NaN or infinite values: the model is broken")
             s = t.to(STORAGE_DTYPES[dtype])
             if not torch.isfinite(s).all():
-                raise ValueError(f"{name} does not fit in {dtype} (largest |value| {t.abs().max().item():.4g}): "
-                                 f"store it as bfloat16 or float32")
+                raise ValueError(f"{name} does not fit in {dtype} (largest |value| "
+                                 f"{t.abs().max().item():.4g}): store it as bfloat16 or float32")
             t = s
         out[name] = t.detach().cpu().contiguous()
     return out, aliases
@@ -103,10 +117,11 @@ def to_storage(state: dict[str, torch.Tensor], # a model's state dict
 def from_storage(tensors: dict[str, torch.Tensor], # read from a model.safetensors
                  aliases: dict[str, str],           # tied name -> saved name, from its metadata
                 ) -> dict[str, torch.Tensor]:       # a state dict, floating tensors in float32
-    "Undo `to_storage`: floating tensors back to float32 (the model computes in fp32), tied names restored."
+    "Undo `to_storage`: floating tensors back to float32 (the model computes in it), ties restored."
     state = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}
     for name, saved in aliases.items():
-        if saved not in state: raise ValueError(f"tied weight {name} refers to {saved}, which is not in the file")
+        if saved not in state:
+            raise ValueError(f"tied weight {name} refers to {saved}, which is not in the file")
         state[name] = state[saved]
     return state
 
@@ -118,66 +133,81 @@ def _table(rows: list[dict]) -> list[str]:
     return (["| " + " | ".join(map(_cell, cols)) + " |", "|" + "---|" * len(cols)]
             + ["| " + " | ".join(_cell(r.get(c, "")) for c in cols) + " |" for r in rows])
 
-def render_card(card: dict|None,                    # heading -> content, in order: str, dict, list of dicts or list
-                title: str,                          # the card's title
-                files: dict[str, tuple[int, str]],   # file name -> (bytes, sha256)
-               ) -> str:                             # Markdown
-    "A Markdown model card: each section rendered by its type, then a table of the files with size and sha256."
+def render_card(card: dict|None,                  # heading -> str, dict, list of dicts or list
+                title: str,                        # the card's title
+                files: dict[str, tuple[int, str]], # file name -> (bytes, sha256)
+               ) -> str:                           # Markdown
+    "A Markdown model card: each section rendered by its type, then the files with size and sha256."
     out = [f"# {title}", ""]
     for heading, v in (card or {}).items():
         out += [f"## {heading}", ""]
+        table = isinstance(v, (list, tuple)) and v and all(isinstance(r, dict) for r in v)
         if isinstance(v, dict): out += _table([{"": k, " ": x} for k, x in v.items()])
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(r, dict) for r in v): out += _table(list(v))
+        elif table: out += _table(list(v))
         elif isinstance(v, (list, tuple)): out += [f"- {x}" for x in v]
         elif "command" in heading.lower(): out += ["```sh", str(v).strip("\n"), "```"]
         else: out.append(str(v))
         out.append("")
-    out += ["## Files", ""] + _table([{"file": f"`{n}`", "bytes": b, "sha256": f"`{h}`"} for n, (b, h) in files.items()])
+    rows = [{"file": f"`{n}`", "bytes": b, "sha256": f"`{h}`"} for n, (b, h) in files.items()]
+    out += ["## Files", ""] + _table(rows)
     return "\n".join(out) + "\n"
 
 # %% ../nbs/32_pretrained.ipynb #7db05c0c
-def _direction(where: str, extra: dict, src: str|None, tgt: str|None) -> tuple[str, str]:
-    "The language pair: the arguments, else the checkpoint's extra, else the vocabulary's, else `default_direction`'s."
+def _check_export_direction(where: str, extra: dict, src: str, tgt: str):
+    "Refuse to export as `src`→`tgt` a checkpoint that recorded another direction."
+    if src == tgt:
+        raise ValueError(f"cannot export {where} as {src}→{tgt}: "
+                         f"source and target are the same language")
     vocab = extra["vocab"]
-    src, tgt = default_direction(src or extra.get("src") or vocab.get("src_lang"), tgt or extra.get("tgt") or vocab.get("tgt_lang"))
-    if src == tgt: raise ValueError(f"cannot export {where} as {src}→{tgt}: source and target are the same language")
-    recorded = {"checkpoint": (extra.get("src"), extra.get("tgt")), "vocabulary": (vocab.get("src_lang"), vocab.get("tgt_lang"))}
+    recorded = {"checkpoint": (extra.get("src"), extra.get("tgt")),
+                "vocabulary": (vocab.get("src_lang"), vocab.get("tgt_lang"))}
     for rec, (s, t) in recorded.items():
-        if (s or src, t or tgt) != (src, tgt):                # a side not recorded agrees with anything
-            raise ValueError(f"cannot export {where} as {src}→{tgt}: its {rec} was made for {s or src}→{t or tgt}")
-    return src, tgt
+        if (s or src, t or tgt) != (src, tgt):        # a side not recorded agrees with anything
+            raise ValueError(f"cannot export {where} as {src}→{tgt}: "
+                             f"its {rec} was made for {s or src}→{t or tgt}")
 
-def _model_files(ck: dict, where: str, storage_dtype: str, src: str|None, tgt: str|None) -> tuple[dict, dict, dict, dict]:
-    "(tensors, safetensors metadata, config.json, vocab.json) for a checkpoint, after checking it builds a working model."
+def _model_files(ck: dict, where: str, storage_dtype: str, src: str|None, tgt: str|None,
+                ) -> tuple[dict, dict, dict, dict]: # tensors, metadata, config.json, vocab.json
+    "The contents of a model folder for a checkpoint, after checking it builds a working model."
     extra = ck.get("extra") or {}
-    if "vocab" not in extra: raise ValueError(f"{where} has no vocabulary (extra['vocab']): it is not a translation checkpoint")
+    if "vocab" not in extra:
+        raise ValueError(f"{where} has no vocabulary (extra['vocab']): "
+                         f"it is not a translation checkpoint")
     model = model_from_checkpoint(ck)                  # the weights fit the config
     try: codec_from_dict(extra["vocab"], ck["config"]) # the vocabulary fits the model
     except ValueError as e: raise ValueError(f"{where}: {e}") from None
-    src, tgt = _direction(where, extra, src, tgt)
+    src, tgt = direction_of(extra, src, tgt)
+    _check_export_direction(where, extra, src, tgt)
     tensors, aliases = to_storage(model.state_dict(), storage_dtype)
     ts = ck.get("train_state") or {}
-    config = {"format": MODEL_FORMAT, "config": ck["config"], "storage_dtype": storage_dtype, "src_lang": src, "tgt_lang": tgt,
+    config = {"format": MODEL_FORMAT, "config": ck["config"], "storage_dtype": storage_dtype,
+              "src_lang": src, "tgt_lang": tgt,
               **({"recipe": extra["recipe"]} if "recipe" in extra else {}),
-              "train_state": {k: ts[k] for k in ("step", "epoch") if k in ts}, "parameters": count_parameters(model), "tied": aliases}
-    vocab = {**extra["vocab"], "src_lang": src, "tgt_lang": tgt}   # recorded even where an older vocabulary did not
-    return tensors, {"format": MODEL_FORMAT}, config, vocab   # one metadata entry: safetensors writes several in any order
+              "train_state": {k: ts[k] for k in ("step", "epoch") if k in ts},
+              "parameters": count_parameters(model), "tied": aliases}
+    # one metadata entry: safetensors writes several in any order
+    return tensors, {"format": MODEL_FORMAT}, config, extra["vocab"]
 
 # %% ../nbs/32_pretrained.ipynb #4b633005
 def _check_replaceable(out: Path):
     "An existing `out` may be replaced only if it is a folder of model files (or empty)."
     if not out.exists(): return
-    if not out.is_dir(): raise FileExistsError(f"cannot export to {out}: it is a file, not a folder")
+    if not out.is_dir():
+        raise FileExistsError(f"cannot export to {out}: it is a file, not a folder")
     other = sorted(p.name for p in out.iterdir() if p.name not in (*DATA_FILES, SUMS, CARD))
-    if other: raise FileExistsError(f"cannot export to {out}: it holds {', '.join(other[:5])}, which is not a model "
-                                    f"folder's; choose a new or empty folder")
+    if other:
+        raise FileExistsError(f"cannot export to {out}: it holds {', '.join(other[:5])}, which is "
+                              f"not a model folder's; choose a new or empty folder")
 
-def _write_json(path: Path, obj): path.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+def _write_json(path: Path, obj):
+    path.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
-def _write_folder(tmp: Path, tensors: dict, metadata: dict, config: dict, vocab: dict, card: dict|None):
+def _write_folder(tmp: Path, tensors: dict, metadata: dict, config: dict, vocab: dict,
+                  card: dict|None):
     "The five files of a model folder, written into `tmp` and flushed to disk."
     save_file(tensors, tmp / WEIGHTS, metadata=metadata)
-    _write_json(tmp / CONFIG, config); _write_json(tmp / VOCAB, vocab)
+    _write_json(tmp / CONFIG, config)
+    _write_json(tmp / VOCAB, vocab)
     files = {n: ((tmp / n).stat().st_size, file_sha256(tmp / n)) for n in DATA_FILES}
     (tmp / SUMS).write_text("".join(f"{h}  {n}\n" for n, (_, h) in files.items()), encoding="utf-8")
     files[SUMS] = ((tmp / SUMS).stat().st_size, file_sha256(tmp / SUMS))
@@ -187,25 +217,26 @@ def _write_folder(tmp: Path, tensors: dict, metadata: dict, config: dict, vocab:
         with open(p, "rb") as f: os.fsync(f.fileno())
 
 # %% ../nbs/32_pretrained.ipynb #cb1794e6
-def export_model(checkpoint: str|os.PathLike|dict, # a training checkpoint with extra["vocab"]: a file, or a `load_checkpoint` dict
-                 out_dir: str|os.PathLike,           # the model folder to write; an existing model folder there is replaced
-                 storage_dtype: str="float16",       # "float16", "bfloat16" or "float32"
-                 card: dict|None=None,               # MODEL_CARD.md sections, see `render_card`
-                 src_lang: str|None=None,            # source language; default: from the checkpoint
-                 tgt_lang: str|None=None,            # target language; default: from the checkpoint
-                ) -> Path:                           # out_dir
-    "Write a model folder (safetensors weights, config and vocabulary as JSON, model card, SHA256SUMS) from a checkpoint."
+def export_model(checkpoint: str|os.PathLike|dict, # a checkpoint with extra["vocab"] (file or dict)
+                 out_dir: str|os.PathLike,          # the folder to write (replaces a model folder)
+                 storage_dtype: str="float16",      # "float16", "bfloat16" or "float32"
+                 card: dict|None=None,              # MODEL_CARD.md sections, see `render_card`
+                 src_lang: str|None=None,           # source language; default: from the checkpoint
+                 tgt_lang: str|None=None,           # target language; default: from the checkpoint
+                ) -> Path:                          # out_dir
+    "Write a model folder (safetensors, config, vocabulary, card, SHA256SUMS) from a checkpoint."
     where = "checkpoint" if isinstance(checkpoint, dict) else str(checkpoint)
     ck = checkpoint if isinstance(checkpoint, dict) else load_checkpoint(checkpoint)
     tensors, metadata, config, vocab = _model_files(ck, where, storage_dtype, src_lang, tgt_lang)
-    out = Path(out_dir); _check_replaceable(out)
+    out = Path(out_dir)
+    _check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     old = tmp.with_name(tmp.name[:-len(".tmp")] + ".old")
     try:
         _write_folder(tmp, tensors, metadata, config, vocab, card)
-        for p in tmp.iterdir(): os.chmod(p, 0o644)    # temporary files are private (0600): a model is for everyone
-        os.chmod(tmp, 0o755)
+        for p in tmp.iterdir(): os.chmod(p, 0o644)    # temporary files are private (0600)
+        os.chmod(tmp, 0o755)                          # a model is for everyone
         if out.exists(): os.rename(out, old)          # a previous export: swapped out, then deleted
         os.rename(tmp, out)
     except BaseException:
@@ -218,22 +249,27 @@ def export_model(checkpoint: str|os.PathLike|dict, # a training checkpoint with 
 # %% ../nbs/32_pretrained.ipynb #c0afcc23
 def model_dir(name_or_dir: str|os.PathLike, # a name in SHIPPED, or a model folder
              ) -> Path:
-    "The folder of a model: a shipped name → its folder in the package; anything else is a folder path."
+    "The folder of a model: a shipped name → its folder in the package; anything else is a path."
     if isinstance(name_or_dir, str) and name_or_dir in SHIPPED:
         folder = MODELS_DIR / name_or_dir
         if not folder.is_dir():
-            raise FileNotFoundError(f"the {name_or_dir} model is not in this installation (no folder {folder}); "
-                                    f"pass the folder of a model written by export_model instead")
+            raise FileNotFoundError(f"the {name_or_dir} model is not in this installation "
+                                    f"(no folder {folder}); pass the folder of a model written by "
+                                    f"export_model instead")
         return folder
     folder = Path(name_or_dir)
     if folder.is_dir(): return folder
-    what = "a file, not a model folder (export a training checkpoint with export_model)" if folder.exists() else "not a folder"
-    raise FileNotFoundError(f"unknown model {str(name_or_dir)!r}: not a shipped model ({', '.join(SHIPPED)}) and {what}")
+    what = ("a file, not a model folder (export a training checkpoint with export_model)"
+            if folder.exists() else "not a folder")
+    raise FileNotFoundError(f"unknown model {str(name_or_dir)!r}: "
+                            f"not a shipped model ({', '.join(SHIPPED)}) and {what}")
 
 def _read_json(path: Path) -> dict:
     try: d = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{path} is not valid JSON ({e})") from None
-    if not isinstance(d, dict): raise ValueError(f"{path} holds a {type(d).__name__}, expected a JSON object")
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} holds a {type(d).__name__}, expected a JSON object")
     return d
 
 # %% ../nbs/32_pretrained.ipynb #26ce34e3
@@ -242,48 +278,79 @@ def _read_weights(path: Path, tied: dict) -> dict[str, torch.Tensor]:
     try:
         with safe_open(path, "pt") as f: md = f.metadata() or {}
         tensors = load_file(path)
-    except SafetensorError as e: raise ValueError(f"{path} is not a readable safetensors file ({e})") from None
+    except SafetensorError as e:
+        raise ValueError(f"{path} is not a readable safetensors file ({e})") from None
     if md.get("format") != MODEL_FORMAT:
-        raise ValueError(f"{path} is not an annotated_transformer model (format {md.get('format')!r}, expected {MODEL_FORMAT!r})")
+        raise ValueError(f"{path} is not an annotated_transformer model "
+                         f"(format {md.get('format')!r}, expected {MODEL_FORMAT!r})")
     return from_storage(tensors, tied)
 
-def load_model(name_or_dir: str|os.PathLike,   # "de-en" or "en-de" (SHIPPED), or a folder written by `export_model`
-               device: str|torch.device="cpu",  # where the model is put
-              ) -> tuple[Transformer, WordCodec|BPECodec, dict]: # (model in eval mode, float32; codec; config.json + "path")
-    "Verify a model folder's sha256 sums, then load its model and text pipeline without unpickling anything."
+def load_model(name_or_dir: str|os.PathLike,  # "de-en", "en-de" (SHIPPED), or a model folder
+               device: str|torch.device="cpu", # where the model is put
+              ) -> tuple[Transformer, WordCodec|BPECodec, dict]: # model (eval), codec, config.json
+    "Verify a model folder's sha256 sums, then load its model and codec without unpickling."
     folder = model_dir(name_or_dir)
     shipped = name_or_dir if isinstance(name_or_dir, str) and name_or_dir in SHIPPED else None
     verify_model_dir(folder, SHIPPED_SHA256SUMS.get(shipped))
     meta = _read_json(folder / CONFIG)
-    if meta.get("format") != MODEL_FORMAT or not isinstance(meta.get("config"), dict) or not isinstance(meta.get("tied", {}), dict):
-        raise ValueError(f"{folder / CONFIG} is not an annotated_transformer model config (format {meta.get('format')!r}, expected {MODEL_FORMAT!r})")
-    if shipped and f"{meta.get('src_lang')}-{meta.get('tgt_lang')}" != shipped:
-        raise ValueError(f"{folder / CONFIG} is a {meta.get('src_lang')}→{meta.get('tgt_lang')} model, expected {shipped}")
+    if (meta.get("format") != MODEL_FORMAT or not isinstance(meta.get("config"), dict)
+            or not isinstance(meta.get("tied", {}), dict)):
+        raise ValueError(f"{folder / CONFIG} is not an annotated_transformer model config "
+                         f"(format {meta.get('format')!r}, expected {MODEL_FORMAT!r})")
+    pair = meta.get("src_lang"), meta.get("tgt_lang")
+    if shipped and f"{pair[0]}-{pair[1]}" != shipped:
+        raise ValueError(f"{folder / CONFIG} is a {pair[0]}→{pair[1]} model, expected {shipped}")
     try:
         codec = codec_from_dict(_read_json(folder / VOCAB), meta["config"])
-        model = model_from_checkpoint({"config": meta["config"], "model": _read_weights(folder / WEIGHTS, meta.get("tied", {}))}, map_location=device)
+        state = _read_weights(folder / WEIGHTS, meta.get("tied", {}))
+        model = model_from_checkpoint({"config": meta["config"], "model": state},
+                                      map_location=device)
     except ValueError as e: raise ValueError(f"{folder}: {e}") from None
-    pair = meta.get("src_lang"), meta.get("tgt_lang")
-    if (getattr(codec, "src_lang", pair[0]), getattr(codec, "tgt_lang", pair[1])) != pair:   # a BPE codec may not record it
-        raise ValueError(f"{folder}: its vocabulary is for {codec.src_lang}→{codec.tgt_lang} but {CONFIG} says {pair[0]}→{pair[1]}")
+    if (codec.src_lang, codec.tgt_lang) != pair:
+        raise ValueError(f"{folder}: its vocabulary is for {codec.src_lang}→{codec.tgt_lang} "
+                         f"but {CONFIG} says {pair[0]}→{pair[1]}")
     return model, codec, {**meta, "path": str(folder)}
+
+# %% ../nbs/32_pretrained.ipynb #a3d9e1f0
+def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or `average`
+                    device: str|torch.device="cpu",
+                    src: str|None=None,   # the source language asked (None: the checkpoint's)
+                    tgt: str|None=None,   # the target language asked (None: the checkpoint's)
+                   ):                     # (model in eval mode, codec, checkpoint dict)
+    "The model and codec stored in a translation checkpoint; refuses one trained the other way."
+    ck = load_checkpoint(path)
+    check_same_direction(direction_of(ck.get("extra")), src, tgt, path)
+    vocab = (ck.get("extra") or {}).get("vocab")
+    if vocab is None:
+        raise ValueError(f"{path} has no vocabulary (extra['vocab']): "
+                         f"it is not a translation checkpoint")
+    try: codec = codec_from_dict(vocab, ck["config"])
+    except ValueError as e: raise ValueError(f"{path}: {e}") from None
+    try: model = model_from_checkpoint(ck, map_location=device)
+    except ValueError as e: raise ValueError(f"{path}: {e}") from None
+    return model, codec, ck
 
 # %% ../nbs/32_pretrained.ipynb #c5ed4614
 def open_translator(checkpoint=None,  # a checkpoint written by `train` or `average`
-                    model=None,       # a shipped model's name ("de-en", "en-de") or a folder written by `export_model`
+                    name_or_dir=None, # a shipped model ("de-en", "en-de") or a model folder
                     device: str|torch.device="cpu",
-                    src: str|None=None, tgt: str|None=None, # the direction asked for (None: the model's)
-                   ):                 # (model in eval mode, codec, {"checkpoint" or "model", "src", "tgt"})
-    "A translator from a checkpoint, a model folder, or — given neither — the shipped model for the direction."
-    if checkpoint is not None and model is not None: raise ValueError("give a checkpoint or a model, not both")
+                    src: str|None=None, # the source language asked for (None: the model's)
+                    tgt: str|None=None, # the target language asked for (None: the model's)
+                   ):                 # (model, codec, {"checkpoint"|"model", "src", "tgt"})
+    "A translator from a checkpoint, a model folder, or — given neither — the shipped model."
+    if checkpoint is not None and name_or_dir is not None:
+        raise ValueError("give a checkpoint or a model, not both")
     if checkpoint is not None:
-        m, codec, ck = load_translator(checkpoint, device, src, tgt)
-        data = (ck.get("extra") or {}).get("data")             # where the run's data came from (absent in old checkpoints)
-        return m, codec, {"checkpoint": str(checkpoint), "src": direction(ck)[0], "tgt": direction(ck)[1], **({"data": data} if data else {})}
-    if model is None:
+        model, codec, ck = load_translator(checkpoint, device, src, tgt)
+        src, tgt = direction_of(ck.get("extra"))
+        data = (ck.get("extra") or {}).get("data")             # where the run's data came from
+        return model, codec, {"checkpoint": str(checkpoint), "src": src, "tgt": tgt,
+                              **({"data": data} if data else {})}
+    if name_or_dir is None:
         s, t = default_direction(src, tgt)
-        check_direction(s, t); model = f"{s}-{t}"
-    m, codec, meta = load_model(model, device)
-    check_same_direction((meta["src_lang"], meta["tgt_lang"]), src, tgt, f"model {model}")
-    return m, codec, {"model": str(model), "src": meta["src_lang"], "tgt": meta["tgt_lang"]}
-
+        check_direction(s, t)
+        name_or_dir = f"{s}-{t}"
+    model, codec, meta = load_model(name_or_dir, device)
+    have = meta["src_lang"], meta["tgt_lang"]
+    check_same_direction(have, src, tgt, f"model {name_or_dir}")
+    return model, codec, {"model": str(name_or_dir), "src": have[0], "tgt": have[1]}

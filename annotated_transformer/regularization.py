@@ -14,7 +14,7 @@ from .embeddings import PAD_IDX
 
 # %% auto #0
 __all__ = ['smoothed_targets', 'label_smoothing_kl', 'smoothed_target_entropy', 'label_smoothed_cross_entropy',
-           'LabelSmoothingLoss']
+           'LabelSmoothingLoss', 'FusedLabelSmoothingLoss']
 
 # %% ../nbs/10_regularization.ipynb #d2bd6064
 def smoothed_targets(target: torch.Tensor,   # (n,) int64 labels; `pad_idx` marks positions to ignore
@@ -23,9 +23,10 @@ def smoothed_targets(target: torch.Tensor,   # (n,) int64 labels; `pad_idx` mark
                      pad_idx: int=PAD_IDX,    # padding id: no mass, and its rows are all zero
                      dtype=torch.float32,     # dtype of the result
                     ) -> torch.Tensor:        # (n, V) target distribution q
-    "The label-smoothed target distribution of §5.4: 1-ε on the label, ε/(V-2) on the other non-pad tokens; `ValueError` for a bad ε, V or pad id."
+    "§5.4's smoothed target: 1-ε on the label, ε/(V-2) on the other non-pad tokens; bad ε, V: `ValueError`."
     _check_smoothing(smoothing, vocab_size, pad_idx)
-    q = torch.full((target.shape[0], vocab_size), smoothing / (vocab_size - 2), dtype=dtype, device=target.device)
+    u = smoothing / (vocab_size - 2)
+    q = torch.full((target.shape[0], vocab_size), u, dtype=dtype, device=target.device)
     q.scatter_(1, target[:, None], 1.0 - smoothing)
     q[:, pad_idx] = 0
     q[target == pad_idx] = 0
@@ -35,20 +36,24 @@ def _upcast(x): return x if x.dtype == torch.float64 else x.float()   # losses i
 
 def _check_smoothing(smoothing, vocab_size, pad_idx=PAD_IDX):
     if not 0 <= smoothing < 1: raise ValueError(f"smoothing={smoothing} must be in [0, 1)")
-    if vocab_size < 3: raise ValueError(f"vocab_size={vocab_size} must be at least 3 (a label, padding and one more token)")
-    if not 0 <= pad_idx < vocab_size: raise ValueError(f"pad_idx={pad_idx} must be a token id in [0, vocab_size={vocab_size})")
+    if vocab_size < 3:
+        raise ValueError(f"vocab_size={vocab_size} must be at least 3 (a label, padding and one more token)")
+    if not 0 <= pad_idx < vocab_size:
+        raise ValueError(f"pad_idx={pad_idx} must be a token id in [0, vocab_size={vocab_size})")
 
 # %% ../nbs/10_regularization.ipynb #4b4a7695
-def label_smoothing_kl(logits: torch.Tensor,  # (n, V) unnormalised scores or log-probabilities, any float dtype, -inf allowed
+def label_smoothing_kl(logits: torch.Tensor,  # (n, V) scores or log-probabilities, any float, -inf allowed
                        target: torch.Tensor,  # (n,) int64 labels, `pad_idx` = ignore
                        smoothing: float=0.1,  # ε_ls
                        pad_idx: int=PAD_IDX,  # padding id
-                      ) -> torch.Tensor:      # scalar float32 (float64 for float64 logits): Σ over non-pad positions of KL(q ‖ p)
-    "Explicit §5.4 loss: sum KL(q ‖ softmax(logits)) over real positions; +inf where q > 0 on a -inf score; `ValueError` for a bad ε, V or pad id."
-    z = _upcast(logits)                                                               # (n, V)
-    logp = F.log_softmax(z, dim=-1).masked_fill(z == -math.inf, -math.inf)            # (n, V); -inf stays -inf, even in an all -inf row
+                      ) -> torch.Tensor:      # scalar float32 (float64 logits: float64)
+    "Explicit §5.4 loss: Σ KL(q ‖ softmax(logits)) over real positions; +inf where q > 0 on a -inf score."
+    z = _upcast(logits)                                                       # (n, V)
+    # (n, V); -inf stays -inf, even in an all -inf row
+    logp = F.log_softmax(z, dim=-1).masked_fill(z == -math.inf, -math.inf)
     q = smoothed_targets(target, logits.shape[-1], smoothing, pad_idx, logp.dtype)    # (n, V)
-    terms = torch.where(q > 0, q * (q.clamp_min(1e-30).log() - logp), torch.zeros_like(q))  # 0 log 0 = 0 · ∞ = 0
+    # 0 log 0 = 0 · ∞ = 0
+    terms = torch.where(q > 0, q * (q.clamp_min(1e-30).log() - logp), torch.zeros_like(q))
     return terms.sum()
 
 # %% ../nbs/10_regularization.ipynb #fda100e7
@@ -58,15 +63,15 @@ def smoothed_target_entropy(vocab_size: int,      # V
     "Entropy of the §5.4 smoothed target: -(1-ε)log(1-ε) - ε log(ε/(V-2)) (0 when ε = 0)."
     _check_smoothing(smoothing, vocab_size)
     if smoothing == 0: return 0.0
-    xlogx = lambda x: x * math.log(x) if x > 0 else 0.0               # 0 log 0 = 0, also when ε/(V-2) underflows
+    xlogx = lambda x: x * math.log(x) if x > 0 else 0.0       # 0 log 0 = 0, also when ε/(V-2) underflows
     return -xlogx(1 - smoothing) - (vocab_size - 2) * xlogx(smoothing / (vocab_size - 2))
 
-def label_smoothed_cross_entropy(logits: torch.Tensor,  # (n, V) unnormalised scores or log-probabilities, any float dtype, -inf allowed
-                                 target: torch.Tensor,  # (n,) int64 labels, `pad_idx` = ignore
-                                 smoothing: float=0.1,  # ε_ls
-                                 pad_idx: int=PAD_IDX,  # padding id
-                                ) -> torch.Tensor:      # scalar float32 (float64 for float64 logits): Σ over non-pad positions of H(q, p)
-    "H(q, p) for the §5.4 target q from one log-softmax, no (n, V) target; +inf where q > 0 on a -inf score; `ValueError` for a bad ε, V or pad id."
+def label_smoothed_cross_entropy(logits: torch.Tensor, # (n, V) scores or log-probs, any float, -inf allowed
+                                 target: torch.Tensor, # (n,) int64 labels, `pad_idx` = ignore
+                                 smoothing: float=0.1, # ε_ls
+                                 pad_idx: int=PAD_IDX, # padding id
+                                ) -> torch.Tensor:     # scalar float32 (float64 logits: float64)
+    "H(q, p) for §5.4's q from one log-softmax, no (n, V) target; +inf where q > 0 on a -inf score."
     V = logits.shape[-1]
     _check_smoothing(smoothing, V, pad_idx)
     keep = target != pad_idx                                           # (n,)
@@ -74,38 +79,77 @@ def label_smoothed_cross_entropy(logits: torch.Tensor,  # (n, V) unnormalised sc
     logp = F.log_softmax(z, dim=-1)                                    # (n_real, V)
     logp_y = logp.gather(1, y)[:, 0]                                   # (n_real,)
     h = -(1 - smoothing) * logp_y                                      # the label's term
-    u = torch.tensor(smoothing / (V - 2), dtype=z.dtype)               # q on the other tokens, as the explicit form stores it
-    if u > 0:                                                          # ε = 0 (or u underflows): no term at all, no 0 · (-inf)
-        rest = logp[:, :pad_idx].sum(1) + logp[:, pad_idx + 1:].sum(1) - logp_y   # (n_real,) Σ_{j ≠ y, pad} log p_j
+    u = torch.tensor(smoothing / (V - 2), dtype=z.dtype)               # q on the other tokens, as stored
+    if u > 0:                                                          # ε = 0 (or u underflows): no term
+        rest = logp[:, :pad_idx].sum(1) + logp[:, pad_idx + 1:].sum(1) - logp_y   # Σ_{j ≠ y, pad} log p_j
         h = h - u * rest
     ruled_out = (logp_y == -math.inf) | (z.gather(1, y)[:, 0] == -math.inf)      # p_y = 0 while q_y > 0
     return torch.where(ruled_out, math.inf, h).sum()
 
 # %% ../nbs/10_regularization.ipynb #06f2961f
 class LabelSmoothingLoss(nn.Module):
-    "§5.4 label-smoothed loss KL(q ‖ p) over non-pad positions, fast or explicit path; `ValueError` for a bad ε, V, pad id or shape."
+    "§5.4's label-smoothed loss KL(q ‖ p) over non-pad positions, by the fast or the explicit path."
     def __init__(self,
                  vocab_size: int,         # V
                  smoothing: float=0.1,    # ε_ls (0: plain cross-entropy)
                  pad_idx: int=PAD_IDX,    # padding id: no target mass, ignored positions
                  reduction: str="sum",    # "sum" over real positions, or "mean" per real position
-                 fast: bool=True,         # one log-softmax, no (n, V) target (True), or the explicit KL (False)
+                 fast: bool=True,         # one log-softmax, no (n, V) target; False: the explicit KL
                 ):
         super().__init__()
         _check_smoothing(smoothing, vocab_size, pad_idx)
-        if reduction not in ("sum", "mean"): raise ValueError(f"reduction={reduction!r} must be 'sum' or 'mean'")
-        self.vocab_size, self.smoothing, self.pad_idx, self.reduction, self.fast = vocab_size, smoothing, pad_idx, reduction, fast
+        if reduction not in ("sum", "mean"):
+            raise ValueError(f"reduction={reduction!r} must be 'sum' or 'mean'")
+        self.vocab_size, self.smoothing, self.pad_idx = vocab_size, smoothing, pad_idx
+        self.reduction, self.fast = reduction, fast
         self.entropy = smoothed_target_entropy(vocab_size, smoothing)
 
     def forward(self, logits: torch.Tensor, # (..., V) unnormalised scores, e.g. (batch, tgt_len, V)
                 target: torch.Tensor,       # (...) int64 labels, e.g. (batch, tgt_len)
-               ) -> torch.Tensor:           # scalar float32 (float64 for float64 logits); +inf where q > 0 on a -inf score
+               ) -> torch.Tensor:           # scalar float32 (float64 logits: float64); +inf: see above
         if logits.shape[-1] != self.vocab_size:
-            raise ValueError(f"logits have {logits.shape[-1]} classes, the loss was built for vocab_size={self.vocab_size}")
+            raise ValueError(f"logits have {logits.shape[-1]} classes, "
+                             f"the loss was built for vocab_size={self.vocab_size}")
         if logits.shape[:-1] != target.shape:
             raise ValueError(f"logits {tuple(logits.shape)} and target {tuple(target.shape)} do not match")
         z, y = logits.reshape(-1, self.vocab_size), target.reshape(-1)   # (n, V), (n,)
         n = int((y != self.pad_idx).sum())
-        if self.fast: loss = label_smoothed_cross_entropy(z, y, self.smoothing, self.pad_idx) - n * self.entropy
+        if self.fast:
+            loss = label_smoothed_cross_entropy(z, y, self.smoothing, self.pad_idx) - n * self.entropy
         else: loss = label_smoothing_kl(z, y, self.smoothing, self.pad_idx)
+        return loss / max(n, 1) if self.reduction == "mean" else loss
+
+# %% ../nbs/10_regularization.ipynb #a63c9238
+class _SmoothedCE(torch.autograd.Function):
+    "Σ over real rows of H(q, p) for §5.4's smoothed target q; backward: (softmax − q) in one pass."
+    @staticmethod
+    def forward(ctx, z, y, eps, pad):      # z (n, V) float logits; y (n,) labels, `pad` = ignore
+        V = z.shape[-1]
+        u = eps / (V - 2)                  # q: 1-ε on the label, u on the other non-pad tokens, 0 on pad
+        lse = torch.logsumexp(z, -1)                                   # (n,)
+        logp_y = z.gather(1, y[:, None])[:, 0] - lse                   # (n,)
+        rest = z.sum(-1) - V * lse - (z[:, pad] - lse) - logp_y        # Σ_{j ≠ y, pad} log p_j
+        keep = y != pad                                                # (n,)
+        ctx.save_for_backward(z, y, lse, keep)
+        ctx.eps, ctx.pad = eps, pad
+        return torch.where(keep, -(1 - eps) * logp_y - u * rest, 0.0).sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        z, y, lse, keep = ctx.saved_tensors
+        u = ctx.eps / (z.shape[-1] - 2)
+        grad = torch.sub(z, lse[:, None]).exp_().sub_(u)                # softmax − u
+        grad[:, ctx.pad] += u                                           # q_pad = 0
+        q_y = torch.full_like(lse[:, None], u - (1 - ctx.eps))          # q_y = 1 − ε
+        grad.scatter_add_(1, y[:, None], q_y)
+        return grad.mul_(g * keep[:, None]), None, None, None
+
+class FusedLabelSmoothingLoss(LabelSmoothingLoss):
+    "`LabelSmoothingLoss` from one log-sum-exp per row, its gradient in one pass (finite logits)."
+    def forward(self, logits: torch.Tensor, # (..., V) finite scores
+                target: torch.Tensor,       # (...) int64 labels
+               ) -> torch.Tensor:           # scalar float32
+        z, y = logits.reshape(-1, self.vocab_size).float(), target.reshape(-1)    # (n, V), (n,)
+        n = int((y != self.pad_idx).sum())
+        loss = _SmoothedCE.apply(z, y, self.smoothing, self.pad_idx) - n * self.entropy
         return loss / max(n, 1) if self.reduction == "mean" else loss

@@ -1,4 +1,4 @@
-"""Appendix — the machinery beneath the training loop: devices and process groups, precision, random states, stopping on a signal, and one description of the hardware.
+"""Appendix — the machinery beneath the training loop: devices and process groups, precision, random states, stopping on a signal, one description of the hardware, timing, and dataclasses read from dicts.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/runtime.html.md"""
 
@@ -6,7 +6,8 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/runtime.html
 
 # %% ../nbs/90_runtime.ipynb #c55c6aea
 from __future__ import annotations
-import contextlib, functools, os, platform, random, signal, threading, time, warnings
+import contextlib, dataclasses, functools, math, os, platform, random, signal, statistics, threading
+import time, warnings
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
@@ -18,7 +19,8 @@ from torch import nn
 __all__ = ['PRECISIONS', 'DistContext', 'default_device', 'dist_rank_world', 'distributed_session', 'all_reduce_sum',
            'data_parallel', 'grad_sync', 'unwrap_model', 'bf16_native', 'bf16_slowdown', 'Bf16EmulatedWarning',
            'warn_if_bf16_emulated', 'autocast', 'grad_scaler', 'hardware_summary', 'seed_everything', 'get_rng_state',
-           'set_rng_state', 'TrainingInterrupted', 'request_stop']
+           'set_rng_state', 'TrainingInterrupted', 'request_stop', 'interleaved_times', 'calls_for', 'median_ratio',
+           'dataclass_from_dict']
 
 # %% ../nbs/90_runtime.ipynb #5eb70776
 @dataclass
@@ -31,11 +33,12 @@ class DistContext:
     @property
     def is_main(self) -> bool: return self.rank == 0
 
-def default_device(device: str|None=None, # "cpu", "cuda", "cuda:1", …; None: cuda if available, else cpu
+# "cpu", "cuda", "cuda:1", …; None: cuda if available, else cpu
+def default_device(device: str|None=None,
                    local_rank: int=0,     # this process's GPU when `device` is a bare "cuda"
                   ) -> torch.device:
     "`device`, or cuda if available else cpu; a bare 'cuda' becomes this process's GPU."
-    d = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    d = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if d.type == "cuda" and d.index is None: d = torch.device("cuda", local_rank)
     return d
 
@@ -46,9 +49,11 @@ def dist_rank_world() -> tuple[int, int]:
 
 # %% ../nbs/90_runtime.ipynb #923b4c7e
 @contextlib.contextmanager
-def distributed_session(device: str|None=None): # "cpu", "cuda", "cuda:1"...; default cuda if available
-    "Join the torchrun process group if there is one (gloo on CPU, NCCL on GPU); destroy it on exit or error."
-    world_size, local_rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
+# "cpu", "cuda", "cuda:1"...; default cuda if available
+def distributed_session(device: str|None=None):
+    "Join the torchrun process group if any (gloo on CPU, NCCL on GPU); leave it on exit or error."
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = default_device(device, local_rank)
     created = False
     if world_size > 1 and not dist.is_initialized():
@@ -63,7 +68,8 @@ def distributed_session(device: str|None=None): # "cpu", "cuda", "cuda:1"...; de
 # %% ../nbs/90_runtime.ipynb #b461e570
 def all_reduce_sum(values: list[float], # this process's numbers
                    device=None,         # where the collective runs (the model's device)
-                  ) -> list[float]:     # the sums over all processes (the same list with one process)
+                  # the sums over all processes (the same list with one process)
+                  ) -> list[float]:
     "Sum numbers over all processes (identity for one)."
     if dist_rank_world()[1] == 1: return values
     t = torch.tensor(values, dtype=torch.float64, device=device)
@@ -71,16 +77,19 @@ def all_reduce_sum(values: list[float], # this process's numbers
     return t.tolist()
 
 def data_parallel(module: nn.Module, device) -> nn.Module:
-    "`module` wrapped in `DistributedDataParallel` when there are several processes, else `module` itself."
+    "`module` wrapped in `DistributedDataParallel` when there are several processes, else itself."
     if dist_rank_world()[1] == 1: return module
     device = torch.device(device)
-    return nn.parallel.DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
+    ids = [device.index] if device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(module, device_ids=ids)
 
 def grad_sync(module: nn.Module, # what `data_parallel` returned
-              sync: bool,        # False: keep this backward's gradients local (an update's earlier micro-batches)
+              # False: keep this backward's gradients local (an update's earlier micro-batches)
+              sync: bool,
              ):
     "DDP's `no_sync()` when `sync` is False and `module` is DDP; otherwise a no-op context."
-    return module.no_sync() if not sync and isinstance(module, nn.parallel.DistributedDataParallel) else contextlib.nullcontext()
+    if not sync and isinstance(module, nn.parallel.DistributedDataParallel): return module.no_sync()
+    return contextlib.nullcontext()
 
 def unwrap_model(model: nn.Module) -> nn.Module:
     "The model inside DDP / `torch.compile` / training wrappers (which keep it in `.module`)."
@@ -90,8 +99,10 @@ def unwrap_model(model: nn.Module) -> nn.Module:
         else: return model
 
 # %% ../nbs/90_runtime.ipynb #dafc056e
-_BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512",
-              "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2", "DEFAULT", "ALL"}
+_BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16",
+              "AVX10_1_512",
+              "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2",
+              "DEFAULT", "ALL"}
 
 def _cpu_flags() -> set[str]:
     "The CPU feature flags from /proc/cpuinfo (empty where there is none)."
@@ -103,30 +114,36 @@ def _cpu_flags() -> set[str]:
     return set()
 
 def bf16_native() -> bool:
-    "Whether this CPU computes bfloat16 in hardware (x86: AVX512-BF16 or AMX-BF16; Arm: the bf16 extension)."
+    "Whether this CPU computes bfloat16 in hardware (x86: AVX512-BF16 or AMX-BF16; Arm: bf16)."
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
-    if isa and isa not in _BF16_ISAS: return False                  # oneDNN told to stay below bf16 instructions
+    # oneDNN told to stay below bf16 instructions
+    if isa and isa not in _BF16_ISAS: return False
     flags = _cpu_flags()
     if flags: return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
-    try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())   # no /proc/cpuinfo (macOS, Windows): ask oneDNN
+    # no /proc/cpuinfo (macOS, Windows): ask oneDNN
+    try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError): return False
 
 # %% ../nbs/90_runtime.ipynb #896bde51
 @functools.cache
 def bf16_slowdown(n: int=512,      # rows (tokens) of the activation
                   d: int=1024,     # width: a (n, d) @ (d, d) product, a feed-forward layer's size
-                  repeats: int=7,  # best of this many timings of each (the minimum resists a busy machine)
+                  # best of this many timings of each (the minimum resists a busy machine)
+                  repeats: int=7,
                  ) -> float:       # time under bf16 autocast / time in float32 (>1: bf16 is slower)
-    "Measured cost of CPU bf16 autocast on a matrix multiply, relative to float32 (cached per process)."
+    "Measured cost of CPU bf16 autocast on a matrix multiply, relative to float32 (cached)."
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(n, d, generator=g), torch.randn(d, d, generator=g)
     def best(ctx):
         ts = []
         for _ in range(repeats + 1):                                  # the first run warms up
             with ctx():
-                t = time.perf_counter(); torch.nn.functional.linear(x, w); ts.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                torch.nn.functional.linear(x, w)
+                ts.append(time.perf_counter() - t)
         return min(ts[1:])
-    return best(lambda: torch.autocast("cpu", dtype=torch.bfloat16)) / max(best(contextlib.nullcontext), 1e-9)
+    bf16 = best(lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    return bf16 / max(best(contextlib.nullcontext), 1e-9)
 
 class Bf16EmulatedWarning(UserWarning):
     "bf16 autocast was asked for on a CPU that emulates bfloat16 (slower than float32)."
@@ -137,9 +154,12 @@ def warn_if_bf16_emulated():
     global _warned_bf16
     if _warned_bf16 or bf16_native(): return
     _warned_bf16 = True
-    warnings.warn(f"bf16 on this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or AMX) is emulated: "
-                  f"a bf16 matrix multiply measured {bf16_slowdown():.1f}x the time of float32 here, so a bf16 run is "
-                  f"no faster than fp32, usually slower; it goes on (use precision fp32 for speed)", Bf16EmulatedWarning, stacklevel=3)
+    cap = torch.backends.cpu.get_cpu_capability()
+    warnings.warn(f"bf16 on this CPU ({cap}, no AVX512-BF16 or AMX) is emulated: "
+                  f"a bf16 matrix multiply measured {bf16_slowdown():.1f}x the time of float32 "
+                  f"here, so a bf16 run is no faster than fp32, usually slower; it goes on "
+                  f"(use precision fp32 for speed)",
+                  Bf16EmulatedWarning, stacklevel=3)
 
 # %% ../nbs/90_runtime.ipynb #a00b85bb
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -148,12 +168,14 @@ def autocast(device: torch.device|str,  # where the forward pass runs
              precision: str="fp32",     # "fp32", "bf16" or "fp16"
             ):
     "The autocast context for `precision` on `device` (a no-op for fp32)."
-    if precision not in PRECISIONS: raise ValueError(f"precision={precision!r} must be one of {PRECISIONS}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} must be one of {PRECISIONS}")
     kind = torch.device(device).type
     if precision == "fp32": return contextlib.nullcontext()
     if precision == "bf16" and kind == "cpu": warn_if_bf16_emulated()
     if precision == "fp16" and kind != "cuda":
-        raise ValueError(f"precision='fp16' needs a CUDA device (float16 gradients need a GradScaler); "
+        raise ValueError(f"precision='fp16' needs a CUDA device "
+                         f"(float16 gradients need a GradScaler); "
                          f"on {kind} use precision='bf16'")
     return torch.autocast(kind, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
@@ -174,21 +196,28 @@ def _cpu_name() -> str:
 def hardware_summary(device=None,         # "cpu", "cuda:0", …; default "cpu"
                      as_dict: bool=False, # the facts as a dict (for JSON) instead of one line
                     ) -> str|dict:
-    "Where a figure was measured: CPU model and PyTorch's kernel capability (AVX2, AVX512, …), bf16 native or emulated, threads, GPU."
+    "Where a figure was measured: CPU, PyTorch's kernel capability, bf16 native?, threads, GPU."
     dev, flags = torch.device(device or "cpu"), _cpu_flags()
-    facts = {"device": str(dev), "cpu": _cpu_name(), "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-             "capability": torch.backends.cpu.get_cpu_capability(), "bf16": "native" if bf16_native() else "emulated",
-             "cpu_flags": {f: f in flags for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")},
-             "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None, "torch": torch.__version__.split("+")[0]}
+    facts = {"device": str(dev), "cpu": _cpu_name(), "logical_cpus": os.cpu_count(),
+             "torch_threads": torch.get_num_threads(),
+             "capability": torch.backends.cpu.get_cpu_capability(),
+             "bf16": "native" if bf16_native() else "emulated",
+             "cpu_flags": {f: f in flags
+                           for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")},
+             "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+             "torch": torch.__version__.split("+")[0]}
     if as_dict: return facts
     if facts["gpu"]: return f"{facts['gpu']} (CUDA)"
-    return (f"{facts['cpu']} ({facts['capability']}, bf16 {facts['bf16']}), {facts['logical_cpus']} logical CPUs, "
+    return (f"{facts['cpu']} ({facts['capability']}, bf16 {facts['bf16']}), "
+            f"{facts['logical_cpus']} logical CPUs, "
             f"{facts['torch_threads']} torch thread(s)")
 
 # %% ../nbs/90_runtime.ipynb #56485916
 def seed_everything(seed: int):
     "Seed Python's, NumPy's and PyTorch's (CPU and CUDA) global generators."
-    random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 def get_rng_state() -> dict:
     "The global random states as plain data (tensors, ints, lists)."
@@ -196,8 +225,10 @@ def get_rng_state() -> dict:
     name, keys, pos, has_gauss, cached = np.random.get_state()
     return {"torch": torch.get_rng_state(),
             "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
-            "python": {"version": v, "state": torch.tensor(state, dtype=torch.int64), "gauss": gauss},
-            "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+            "python": {"version": v, "state": torch.tensor(state, dtype=torch.int64),
+                       "gauss": gauss},
+            "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)),
+                      "pos": int(pos),
                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}}
 
 def set_rng_state(s: dict):
@@ -205,55 +236,126 @@ def set_rng_state(s: dict):
     torch.set_rng_state(s["torch"])
     if s.get("cuda") and torch.cuda.is_available() and len(s["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(s["cuda"])
-    p = s["python"]; random.setstate((p["version"], tuple(p["state"].tolist()), p["gauss"]))
+    p = s["python"]
+    random.setstate((p["version"], tuple(p["state"].tolist()), p["gauss"]))
     n = s["numpy"]
-    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
 
 # %% ../nbs/90_runtime.ipynb #179fb75e
 class TrainingInterrupted(KeyboardInterrupt):
-    "SIGINT or SIGTERM stopped `fit` after update `step`, saved to `checkpoint` (None: nothing saved, no `checkpoint_dir`)."
-    def __init__(self, signum: int,             # the signal received: `signal.SIGINT` or `signal.SIGTERM`
-                 step: int|None,                # the last update done (and saved, when `checkpoint` is set)
-                 checkpoint: os.PathLike|None,  # the checkpoint of update `step`; forced: the latest complete one
-                 forced: bool=False,            # Ctrl-C came twice: stopped at once, mid-update or mid-save
+    "SIGINT or SIGTERM stopped `fit` after update `step`, saved to `checkpoint` (None: not saved)."
+    def __init__(self,
+                 signum: int,                  # the signal received: SIGINT or SIGTERM
+                 step: int|None,               # the last update done (saved if `checkpoint` is set)
+                 checkpoint: os.PathLike|None, # the checkpoint of `step`; forced: the latest one
+                 forced: bool=False,           # Ctrl-C came twice: stopped at once, mid-update
                 ):
         self.signum, self.step, self.checkpoint, self.forced = int(signum), step, checkpoint, forced
         name = signal.Signals(signum).name
-        if forced: msg = f"{name} twice: stopped at once; " + (f"the last complete checkpoint is {checkpoint}"
-                                                                  if checkpoint is not None else "no checkpoint was saved")
-        else: msg = f"{name} after update {step}: " + (f"saved {checkpoint}" if checkpoint is not None else "nothing saved")
+        if forced:
+            last = (f"the last complete checkpoint is {checkpoint}" if checkpoint is not None
+                    else "no checkpoint was saved")
+            msg = f"{name} twice: stopped at once; " + last
+        else:
+            saved = f"saved {checkpoint}" if checkpoint is not None else "nothing saved"
+            msg = f"{name} after update {step}: " + saved
         super().__init__(msg)
 
 # %% ../nbs/90_runtime.ipynb #50f96f10
 class _StopSignals:
-    "While active: the first SIGINT/SIGTERM (main thread) or `request_stop` sets `signum`; a second SIGINT raises `forced(SIGINT)`."
-    active: list = []                                                       # the running fits' stops, innermost last
+    "While active: a first SIGINT/SIGTERM or `request_stop` sets `signum`; a second SIGINT raises."
+    # the running fits' stops, innermost last
+    active: list = []
     def __init__(self, forced: Callable[[int], BaseException]):
         self.signum, self.forced, self._prev = None, forced, {}
     def _handle(self, signum, frame):
-        if signum == self.signum == signal.SIGINT: raise self.forced(signum)    # Ctrl-C twice: a person insists
+        # Ctrl-C twice: a person insists
+        if signum == self.signum == signal.SIGINT: raise self.forced(signum)
         if self.signum is None: self.signum = signum
     def install(self):
         _StopSignals.active.append(self)
-        if threading.current_thread() is not threading.main_thread(): return   # signals reach only the main thread
+        # signals reach only the main thread
+        if threading.current_thread() is not threading.main_thread(): return
         for s in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(s) in (signal.SIG_IGN, None): continue       # ignored on purpose, or not ours to replace
+            # ignored on purpose, or not ours to replace
+            if signal.getsignal(s) in (signal.SIG_IGN, None): continue
             self._prev[s] = signal.signal(s, self._handle)
     def restore(self):
         for s, prev in self._prev.items(): signal.signal(s, prev)
         self._prev.clear()
         if self in _StopSignals.active: _StopSignals.active.remove(self)
-    def __enter__(self): self.install(); return self
+    def __enter__(self):
+        self.install()
+        return self
     def __exit__(self, *exc): self.restore()
-    def raise_if_stopped(self, reduced: float,   # the all-reduced stop requests of the last update (0: none)
-                         step: int, checkpoint): # the update done and its checkpoint (None: nothing saved)
-        "After the final save: raise `TrainingInterrupted` if this or any process was asked to stop; all leave together."
+    # the all-reduced stop requests of the last update (0: none)
+    def raise_if_stopped(self, reduced: float,
+                         # the update done and its checkpoint (None: nothing saved)
+                         step: int, checkpoint):
+        "After the final save: raise `TrainingInterrupted` if any process was asked to stop."
         if not (reduced or self.signum): return
-        if dist_rank_world()[1] > 1: dist.barrier()                            # no rank leaves before rank 0 saved
-        signum = self.signum or (int(reduced) if int(reduced) in (signal.SIGINT, signal.SIGTERM) else signal.SIGTERM)
+        # no rank leaves before rank 0 saved
+        if dist_rank_world()[1] > 1: dist.barrier()
+        asked = int(reduced) if int(reduced) in (signal.SIGINT, signal.SIGTERM) else signal.SIGTERM
+        signum = self.signum or asked
         raise TrainingInterrupted(signum, step, checkpoint)
 
 def request_stop(signum: int=signal.SIGTERM): # reported as the signal received
-    "Ask the running `fit` to stop as SIGINT/SIGTERM would (from a hook or another thread); `RuntimeError` if none runs."
+    "Ask the running `fit` to stop as SIGINT/SIGTERM would; `RuntimeError` if none runs."
     if not _StopSignals.active: raise RuntimeError("request_stop: no fit is running")
     _StopSignals.active[-1]._handle(signum, None)
+
+# %% ../nbs/90_runtime.ipynb #22fe5c99
+# name -> a callable to time (no arguments)
+def interleaved_times(fns: dict[str, Callable[[], object]],
+                      repeats: int=5,   # timed calls of each callable
+                      # untimed calls of each first (allocations, lazy initialisation)
+                      warmup: int=1,
+                      # called before reading the clock (e.g. torch.cuda.synchronize)
+                      sync: Callable[[], object]|None=None,
+                     ) -> dict[str, list[float]]: # name -> `repeats` durations in seconds
+    "Time callables alternately A, B, A, B, … (the start rotates each round): noise hits all alike."
+    if repeats < 1: raise ValueError(f"repeats={repeats} must be at least 1")
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names: fns[name]()
+    times = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if sync: sync()
+            t0 = time.perf_counter()
+            fns[name]()
+            if sync: sync()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+# %% ../nbs/90_runtime.ipynb #35a7930d
+def calls_for(fn: Callable[[], object],         # the callable to time
+              min_time: float=0.01,             # seconds one timed measurement should last at least
+              sync: Callable[[], object]|None=None, # called before reading the clock
+             ) -> int:                          # calls per measurement
+    "How many back-to-back calls of `fn` last `min_time` (after a warmup call)."
+    fn()
+    if sync: sync()
+    t0 = time.perf_counter()
+    fn()
+    if sync: sync()
+    return max(1, math.ceil(min_time / max(time.perf_counter() - t0, 1e-9)))
+
+def median_ratio(times: dict[str, list[float]], # from `interleaved_times`
+                 slow: str,   # the reference (numerator)
+                 fast: str,   # the variant (denominator)
+                ) -> float:   # > 1: `fast` is faster than `slow`
+    "Median over rounds of time[slow] / time[fast]: each ratio compares calls made close together."
+    return statistics.median(s / f for s, f in zip(times[slow], times[fast]))
+
+# %% ../nbs/90_runtime.ipynb #64d49abb
+def dataclass_from_dict(cls,           # a dataclass type
+                        d: dict,       # field name -> value (e.g. read from a checkpoint)
+                        what: str,     # what the dict holds, for the error: "config", "recipe", ...
+                       ):
+    "`cls(**d)`, but a `ValueError` naming the unknown keys instead of a `TypeError`."
+    unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+    if unknown: raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
+    return cls(**d)

@@ -13,15 +13,15 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 from tqdm import tqdm
-from .model import dataclass_from_dict
+from fastcore.basics import patch
 from .batching import Batch
-from .regularization import LabelSmoothingLoss
-from .runtime import (autocast, grad_scaler, data_parallel, grad_sync, all_reduce_sum, unwrap_model,
-                                           dist_rank_world, _StopSignals)
+from .regularization import LabelSmoothingLoss, FusedLabelSmoothingLoss
+from .runtime import (autocast, grad_scaler, data_parallel, grad_sync, all_reduce_sum,
+                                           unwrap_model, dist_rank_world, dataclass_from_dict, _StopSignals)
 from .checkpoints import Checkpointer
 
 # %% auto #0
-__all__ = ['TrainState', 'TrainStep', 'validate', 'fit', 'planned_updates', 'FusedLabelSmoothingLoss']
+__all__ = ['TrainState', 'TrainStep', 'validate', 'FitOptions', 'fit', 'planned_updates']
 
 # %% ../nbs/11_training.ipynb #2b2dd0b2
 @dataclass
@@ -29,10 +29,11 @@ class TrainState:
     "Counters and history of a training run; plain data, saved in checkpoints."
     step: int = 0               # optimizer updates done (the §5.3 schedule's step_num)
     epoch: int = 0              # current epoch, from 0
-    batch_in_epoch: int = 0     # micro-batches this rank has consumed in the current epoch (the sampler position)
+    batch_in_epoch: int = 0     # micro-batches this rank has consumed in this epoch (the sampler position)
     tokens: int = 0             # real target tokens trained on, all ranks together
     micro_batches: int = 0      # micro-batches this rank has run, all epochs
-    train_loss: list = field(default_factory=list) # [step, loss per target token, learning rate] after each update
+    # [step, loss per target token, learning rate] after each update
+    train_loss: list = field(default_factory=list)
     val_loss: list = field(default_factory=list)   # [step, validation loss per target token]
 
     def to_dict(self) -> dict: return asdict(self)
@@ -47,24 +48,29 @@ class TrainState:
                lr: float,                 # the learning rate the update used
                check_finite: bool=True):  # raise on a NaN or infinite loss
         "Count one update and log its loss per target token."
-        self.step += 1; self.tokens += int(n_tokens)
+        self.step += 1
+        self.tokens += int(n_tokens)
         loss = loss_sum / max(n_tokens, 1)
         if check_finite and not math.isfinite(loss):
-            raise RuntimeError(f"the training loss became {loss} at update {self.step}; lower the learning rate or clip gradients")
+            raise RuntimeError(f"the training loss became {loss} at update {self.step}; "
+                               f"lower the learning rate or clip gradients")
         self.train_loss.append([self.step, loss, lr])
 
 # %% ../nbs/11_training.ipynb #ed9aaf40
 class _LogitsModel(nn.Module):
-    "Transformer → (logits, labels) in one `forward`, so DDP sees every parameter used inside its forward."
+    "Transformer → (logits, labels) in one `forward`, so DDP sees every parameter used in its forward."
     def __init__(self, model: nn.Module,   # a `Transformer` (kept in `.module`, as DDP does)
-                 nonpad: bool=False):      # project only the real target positions (see "For speed" below)
-        super().__init__(); self.module, self.nonpad = model, nonpad
+                 nonpad: bool=False):      # project only the real target positions ("For speed" below)
+        super().__init__()
+        self.module, self.nonpad = model, nonpad
+
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         m = self.module
-        h = m(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)           # (batch, tgt_len, d_model)
-        if not self.nonpad: return m.generator.proj(h), batch.tgt_out              # (batch, tgt_len, V), (batch, tgt_len)
-        keep = batch.tgt_out != batch.pad_idx                                      # (batch, tgt_len) bool
-        return m.generator.proj(h[keep]), batch.tgt_out[keep]                      # (n_tokens, V), (n_tokens,)
+        h = m(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)    # (batch, tgt_len, d_model)
+        if not self.nonpad:
+            return m.generator.logits(h), batch.tgt_out        # (batch, tgt_len, V), (batch, tgt_len)
+        keep = batch.tgt_out != batch.pad_idx                # (batch, tgt_len) bool
+        return m.generator.logits(h[keep]), batch.tgt_out[keep]   # (n_tokens, V), (n_tokens,)
 
 def _forward_loss(net, batch, loss_fn, device, precision):
     "Summed loss of one batch; logits cast to float32 before the loss."
@@ -72,31 +78,34 @@ def _forward_loss(net, batch, loss_fn, device, precision):
     return loss_fn(logits.float(), target)
 
 def _default_loss(raw, fused: bool=False):
-    "§5.4's loss, label smoothing 0.1, summed over real tokens (`fused`: the same in one pass, below)."
+    "§5.4's loss, label smoothing 0.1, summed over real tokens (`fused`: in one pass, chapter 10)."
     c = raw.config
-    return (FusedLabelSmoothingLoss if fused else LabelSmoothingLoss)(c.tgt_vocab_size, 0.1, c.pad_idx, reduction="sum")
+    loss = FusedLabelSmoothingLoss if fused else LabelSmoothingLoss
+    return loss(c.tgt_vocab_size, 0.1, c.pad_idx, reduction="sum")
 
 # %% ../nbs/11_training.ipynb #32e8ac99
 class TrainStep:
-    "One optimizer update (§5.3) over a list of micro-batches: loss ÷ the update's tokens, backward, clip, step, schedule."
+    "One optimizer update (§5.3) over micro-batches: loss ÷ the update's tokens, backward, clip, step."
     def __init__(self, model: nn.Module,              # a `Transformer` on its device
                  optimizer: torch.optim.Optimizer,
                  scheduler=None,                      # stepped once per update
-                 loss_fn: nn.Module|None=None,        # summed loss over real tokens; default §5.4 label smoothing 0.1
+                 loss_fn: nn.Module|None=None,        # summed over real tokens; default §5.4's, ε = 0.1
                  *,
                  clip_grad: float|None=None,          # max gradient norm (None: no clipping)
                  precision: str="fp32",               # "fp32", "bf16" or "fp16" (GPU, with a GradScaler)
                  device=None,                         # default: the model's device
                  nonpad_logits: bool=True,            # for speed: project only the real target positions
-                 fused_loss: bool=True,               # for speed: the default loss in one pass (`FusedLabelSmoothingLoss`)
+                 fused_loss: bool=True,               # for speed: the default loss in one pass (chapter 10)
                 ):
         self.raw = unwrap_model(model)
         self.device = torch.device(device) if device is not None else next(self.raw.parameters()).device
-        autocast(self.device, precision)                                        # validates precision/device now
+        autocast(self.device, precision)                        # validates precision/device now
         self.loss_fn = loss_fn or _default_loss(self.raw, fused_loss)
         if getattr(self.loss_fn, "reduction", "sum") != "sum":
-            raise ValueError(f"loss_fn must sum over tokens (reduction='sum'); fit divides by the update's token count")
-        self.optimizer, self.scheduler, self.clip_grad, self.precision = optimizer, scheduler, clip_grad, precision
+            raise ValueError(f"loss_fn must sum over tokens (reduction='sum'); "
+                             f"fit divides by the update's token count")
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.clip_grad, self.precision = clip_grad, precision
         self.scaler = grad_scaler(self.device, precision)
         self.net = data_parallel(_LogitsModel(self.raw, nonpad_logits), self.device)
 
@@ -104,27 +113,28 @@ class TrainStep:
         return _forward_loss(self.net, batch, self.loss_fn, self.device, self.precision)
 
 # %% ../nbs/11_training.ipynb #f3e9871c
-def _update(self: TrainStep, window: list[Batch], # this process's micro-batches of the update
-           ) -> tuple[float, float, float]:      # (its summed loss, target tokens of all processes, learning rate used)
+@patch
+def __call__(self: TrainStep,
+             window: list[Batch],          # this process's micro-batches of the update
+            ) -> tuple[float, float, float]: # its summed loss, all processes' target tokens, the rate used
     "Forward and backward over each micro-batch, then clip, step and advance the schedule."
     n_tok, = all_reduce_sum([sum(b.n_tokens for b in window)], self.device)
-    scale = dist_rank_world()[1] / max(n_tok, 1)                                # DDP averages over processes; undo that
+    scale = dist_rank_world()[1] / max(n_tok, 1)         # DDP averages over processes; undo that
     local = 0.0
     for i, b in enumerate(window):
-        with grad_sync(self.net, sync=i == len(window) - 1):                    # DDP: average once, after the last one
+        with grad_sync(self.net, sync=i == len(window) - 1):   # DDP: average once, after the last
             loss = self.loss(b)
             self.scaler.scale(loss * scale).backward()
         local += float(loss.detach())
     if self.clip_grad is not None:
         self.scaler.unscale_(self.optimizer)
         nn.utils.clip_grad_norm_(self.raw.parameters(), self.clip_grad)
-    self.scaler.step(self.optimizer); self.scaler.update()
+    self.scaler.step(self.optimizer)
+    self.scaler.update()
     self.optimizer.zero_grad(set_to_none=True)
     lr = self.optimizer.param_groups[0]["lr"]
     if self.scheduler is not None: self.scheduler.step()
     return local, n_tok, lr
-
-TrainStep.__call__ = _update
 
 # %% ../nbs/11_training.ipynb #4cb8a500
 @torch.no_grad()
@@ -139,40 +149,47 @@ def validate(model: nn.Module,              # a `Transformer` (DDP-wrapped is fi
     device = device or next(raw.parameters()).device
     loss_fn = loss_fn or _default_loss(raw)
     was_training = raw.training
-    raw.eval(); net = _LogitsModel(raw)
+    raw.eval()
+    net = _LogitsModel(raw)
     total, n = 0.0, 0
     try:
         for batch in loader:
             batch = _move(batch, device)
-            total += float(_forward_loss(net, batch, loss_fn, device, precision)); n += batch.n_tokens
+            total += float(_forward_loss(net, batch, loss_fn, device, precision))
+            n += batch.n_tokens
     finally: raw.train(was_training)
     total, n = all_reduce_sum([total, n], device)
     if n == 0: raise ValueError("the validation data has no target tokens")
     return total / n
 
 def _move(batch: Batch, device) -> Batch:
-    return batch.to(device, non_blocking=True) if batch.src.device != torch.device(device) else batch
+    if batch.src.device == torch.device(device): return batch
+    return batch.to(device, non_blocking=True)
 
 # %% ../nbs/11_training.ipynb #3ef576da
 class _Epoch:
-    "One pass over `loader` from `state`'s position: iterating yields each update's micro-batches, on `device`."
+    "One pass over `loader` from `state`'s position: yields each update's micro-batches, on `device`."
     def __init__(self, loader, state: TrainState, accum_steps: int, device):
         self.state, self.accum_steps, self.device, self.used = state, accum_steps, device, 0
         bs, skip = getattr(loader, "batch_sampler", None), state.batch_in_epoch
-        if bs is not None and hasattr(bs, "set_epoch"):                        # the sampler starts at the saved batch
-            try: bs.set_epoch(state.epoch, skip); skip = 0
+        if bs is not None and hasattr(bs, "set_epoch"):          # the sampler starts at the saved batch
+            try:
+                bs.set_epoch(state.epoch, skip)
+                skip = 0
             except TypeError: bs.set_epoch(state.epoch)
-        try: self.left = len(loader) - skip                                    # micro-batches left in this epoch
-        except TypeError: self.left = None                                     # a loader without len (a generator)
-        with torch.random.fork_rng(devices=[]): it = iter(loader)             # keep the global RNG untouched
+        try: self.left = len(loader) - skip                      # micro-batches left in this epoch
+        except TypeError: self.left = None                       # a loader without len (a generator)
+        with torch.random.fork_rng(devices=[]): it = iter(loader)   # keep the global RNG untouched
         self.it, self.fresh = itertools.islice(it, skip, None), state.batch_in_epoch == 0
 
     def __iter__(self):
         while window := list(itertools.islice(self.it, self.accum_steps)):
             self.used += len(window)
-            self.state.batch_in_epoch += len(window); self.state.micro_batches += len(window)
+            self.state.batch_in_epoch += len(window)
+            self.state.micro_batches += len(window)
             yield [_move(b, self.device) for b in window]
-        if self.fresh and self.used == 0: raise ValueError(f"the training data is empty: epoch {self.state.epoch} has no batches")
+        if self.fresh and self.used == 0:
+            raise ValueError(f"the training data is empty: epoch {self.state.epoch} has no batches")
 
     @property
     def all_used(self) -> bool: return self.left is not None and self.used >= self.left
@@ -192,89 +209,95 @@ class _Progress:
     def __enter__(self): return self
     def __exit__(self, *exc): self.bar.close()
 
-def _check_fit_args(accum_steps, max_steps, epochs, save_every, validate_every, clip_grad):
-    if accum_steps < 1: raise ValueError(f"accum_steps={accum_steps} must be at least 1")
-    if max_steps is None and epochs is None: raise ValueError("give max_steps or epochs (or both)")
-    for k, v in (("max_steps", max_steps), ("epochs", epochs), ("save_every", save_every), ("validate_every", validate_every)):
-        if v is not None and v < 1: raise ValueError(f"{k}={v} must be at least 1")
-    if clip_grad is not None and not clip_grad > 0: raise ValueError(f"clip_grad={clip_grad} must be positive")
+# %% ../nbs/11_training.ipynb #5d0c7e21
+@dataclass
+class FitOptions:
+    "How `fit` trains (§5): its length, validation, accumulation, clipping, precision, saves, levers."
+    max_steps: int|None = None       # stop after this many updates in total, resumed ones included
+    epochs: int|None = None          # ... or after this many epochs (give one or both)
+    validate_every: int|None = None  # validate every this many updates too (always at an epoch's end)
+    accum_steps: int = 1             # micro-batches per update
+    clip_grad: float|None = None     # max gradient norm (None: no clipping)
+    precision: str = "fp32"          # "fp32", "bf16" (CPU/GPU) or "fp16" (GPU, with a GradScaler)
+    device: str|torch.device|None = None  # default: the model's device
+    save_every: int|None = None      # updates between checkpoints (a final one is always written)
+    progress: bool = True            # a progress bar on stderr (rank 0)
+    nonpad_logits: bool = True       # for speed: project only the real target positions (below)
+    fused_loss: bool = True          # for speed: the default loss in one pass (chapter 10)
+
+    def __post_init__(self):
+        if self.accum_steps < 1: raise ValueError(f"accum_steps={self.accum_steps} must be at least 1")
+        if self.max_steps is None and self.epochs is None:
+            raise ValueError("give max_steps or epochs (or both)")
+        for k in ("max_steps", "epochs", "save_every", "validate_every"):
+            v = getattr(self, k)
+            if v is not None and v < 1: raise ValueError(f"{k}={v} must be at least 1")
+        if self.clip_grad is not None and not self.clip_grad > 0:
+            raise ValueError(f"clip_grad={self.clip_grad} must be positive")
 
 # %% ../nbs/11_training.ipynb #010deaa3
-def fit(model, train_loader, optimizer, scheduler=None, loss_fn=None, *, max_steps=None, epochs=None,
-        val_loader=None, validate_every=None, accum_steps=1, clip_grad=None, precision="fp32", device=None, state=None,
-        resume_from=None, checkpoint_dir=None, save_every=None, extra=None, progress=True, on_step=None, log=None,
-        nonpad_logits=True, fused_loss=True) -> TrainState:
-    "Train (§5) until `max_steps` updates or `epochs` epochs: validation, checkpoints, a clean stop on SIGINT/SIGTERM."
-    _check_fit_args(accum_steps, max_steps, epochs, save_every, validate_every, clip_grad)
-    step = TrainStep(model, optimizer, scheduler, loss_fn, clip_grad=clip_grad, precision=precision, device=device,
-                     nonpad_logits=nonpad_logits, fused_loss=fused_loss)
+def fit(model: nn.Module,                      # a `Transformer` on its device (DDP-wrapped is fine)
+        train_loader: Iterable[Batch],         # training batches, re-iterated every epoch
+        optimizer: torch.optim.Optimizer,
+        scheduler=None,                        # stepped once per update
+        loss_fn: nn.Module|None=None,          # summed over real tokens; default §5.4's, ε = 0.1
+        options: FitOptions|None=None,         # length, validation, precision, ... (`FitOptions`)
+        *,
+        val_loader: Iterable[Batch]|None=None, # validation data (epoch ends, every `validate_every`)
+        state: TrainState|None=None,           # continue from this `TrainState`
+        resume_from: str|Path|dict|None=None,  # or restore everything from a checkpoint first
+        checkpoint_dir: str|Path|None=None,    # where `step_XXXXXXXX.pt` files go (rank 0 writes)
+        extra: dict|None=None,                 # plain data stored in each checkpoint (the vocabulary)
+        on_step: Callable[[TrainState], None]|None=None, # called after every update (all ranks)
+        log: Callable[[str], None]|None=None,  # rank 0's notes; default: stderr when `progress`
+       ) -> TrainState:
+    "Train (§5) for `max_steps` updates or `epochs` epochs; validate, save, stop cleanly on a signal."
+    o = options if options is not None else FitOptions()
+    step = TrainStep(model, optimizer, scheduler, loss_fn, clip_grad=o.clip_grad, precision=o.precision,
+                     device=o.device, nonpad_logits=o.nonpad_logits, fused_loss=o.fused_loss)
     raw, device, main = step.raw, step.device, dist_rank_world()[0] == 0
-    ckpts = Checkpointer(checkpoint_dir, raw, optimizer, scheduler, step.scaler, extra, every=save_every)
-    if log is None: log = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
-    state = TrainState.from_dict(ckpts.resume(resume_from, log)) if resume_from is not None else state or TrainState()
+    ckpts = Checkpointer(checkpoint_dir, raw, optimizer, scheduler, step.scaler, extra, every=o.save_every)
+    if log is None: log = _stderr if o.progress else _quiet
+    if resume_from is not None: state = TrainState.from_dict(ckpts.resume(resume_from, log))
+    else: state = state or TrainState()
     ckpts.remove_leftovers(log)
     def validation():
-        if val_loader is not None: state.val_loss.append([state.step, validate(raw, val_loader, step.loss_fn, device, precision)])
-    done, stop_signal = max_steps is not None and state.step >= max_steps, 0
-    with _Progress(max_steps, state, progress and main) as bar, _StopSignals(ckpts.forced_stop) as stop:
+        if val_loader is None: return
+        state.val_loss.append([state.step, validate(raw, val_loader, step.loss_fn, device, o.precision)])
+    done, stop_signal = o.max_steps is not None and state.step >= o.max_steps, 0
+    with _Progress(o.max_steps, state, o.progress and main) as bar, \
+         _StopSignals(ckpts.forced_stop) as stop:
         raw.train()
-        while not done and (epochs is None or state.epoch < epochs):
-            epoch = _Epoch(train_loader, state, accum_steps, device)
+        while not done and (o.epochs is None or state.epoch < o.epochs):
+            epoch = _Epoch(train_loader, state, o.accum_steps, device)
             for window in epoch:
                 loss_sum, n_tok, lr = step(window)
-                total, stop_signal = all_reduce_sum([loss_sum, float(stop.signum or 0)], device)  # + any rank's stop
-                state.record(total, n_tok, lr, check_finite=precision != "fp16")
+                # the summed loss, and any rank's stop signal
+                total, stop_signal = all_reduce_sum([loss_sum, float(stop.signum or 0)], device)
+                state.record(total, n_tok, lr, check_finite=o.precision != "fp16")
                 bar.update(state)
                 if on_step is not None: on_step(state)
-                if validate_every and state.step % validate_every == 0: validation()
+                if o.validate_every and state.step % o.validate_every == 0: validation()
                 ckpts.after_update(state)
-                done = bool(stop_signal) or (max_steps is not None and state.step >= max_steps)
+                done = bool(stop_signal) or (o.max_steps is not None and state.step >= o.max_steps)
                 if done: break
-            if done and (stop_signal or not epoch.all_used): break                # stopped inside the epoch
-            if not validate_every or state.step % validate_every: validation()
-            state.epoch += 1; state.batch_in_epoch = 0
+            if done and (stop_signal or not epoch.all_used): break     # stopped inside the epoch
+            if not o.validate_every or state.step % o.validate_every: validation()
+            state.epoch += 1
+            state.batch_in_epoch = 0
         stop.raise_if_stopped(stop_signal, state.step, ckpts.save(state))
     return state
+
+def _stderr(message: str): print(message, file=sys.stderr, flush=True)
+def _quiet(message: str): pass
 
 # %% ../nbs/11_training.ipynb #9f65f62c
 def planned_updates(n_batches: int,        # micro-batches per epoch (`len(loader)`)
                     accum_steps: int,      # micro-batches per update
-                    max_steps: int|None,   # as `fit` takes them
+                    max_steps: int|None,   # as `FitOptions` holds them
                     epochs: int|None,
                    ) -> int:               # the updates `fit` makes, unless a signal stops it
     "`epochs` epochs of ⌈n_batches / accum_steps⌉ updates, capped by `max_steps`: where `fit` stops."
     if max_steps is None and epochs is None: raise ValueError("give max_steps or epochs (or both)")
     per_epoch = math.ceil(n_batches / accum_steps)
     return min(n for n in (max_steps, None if epochs is None else epochs * per_epoch) if n is not None)
-
-# %% ../nbs/11_training.ipynb #a63c9238
-class _SmoothedCE(torch.autograd.Function):
-    "Σ over real rows of H(q, p) for §5.4's smoothed target q; backward: (softmax − q) in one pass."
-    @staticmethod
-    def forward(ctx, z, y, eps, pad):                   # z (n, V) float logits; y (n,) labels, `pad` = ignore
-        V = z.shape[-1]; u = eps / (V - 2)              # q: 1-ε on the label, u on the other non-pad tokens, 0 on pad
-        lse = torch.logsumexp(z, -1)                    # (n,)
-        logp_y = z.gather(1, y[:, None])[:, 0] - lse    # (n,)
-        rest = z.sum(-1) - V * lse - (z[:, pad] - lse) - logp_y        # Σ_{j ≠ y, pad} log p_j
-        keep = y != pad                                 # (n,)
-        ctx.save_for_backward(z, y, lse, keep); ctx.eps, ctx.pad = eps, pad
-        return torch.where(keep, -(1 - eps) * logp_y - u * rest, 0.0).sum()
-
-    @staticmethod
-    def backward(ctx, g):
-        z, y, lse, keep = ctx.saved_tensors
-        u = ctx.eps / (z.shape[-1] - 2)
-        grad = torch.sub(z, lse[:, None]).exp_().sub_(u)                # softmax − u
-        grad[:, ctx.pad] += u                                           # q_pad = 0
-        grad.scatter_add_(1, y[:, None], torch.full_like(lse[:, None], u - (1 - ctx.eps)))   # q_y = 1 − ε
-        return grad.mul_(g * keep[:, None]), None, None, None
-
-class FusedLabelSmoothingLoss(LabelSmoothingLoss):
-    "§5.4's label-smoothed KL, summed over real positions, from one log-sum-exp per row; gradient in one pass (finite logits)."
-    def forward(self, logits: torch.Tensor, # (..., V) finite scores
-                target: torch.Tensor,       # (...) int64 labels
-               ) -> torch.Tensor:           # scalar float32
-        z, y = logits.reshape(-1, self.vocab_size).float(), target.reshape(-1)    # (n, V), (n,)
-        n = int((y != self.pad_idx).sum())
-        loss = _SmoothedCE.apply(z, y, self.smoothing, self.pad_idx) - n * self.entropy
-        return loss / max(n, 1) if self.reduction == "mean" else loss

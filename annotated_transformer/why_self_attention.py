@@ -6,56 +6,16 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/why_self_att
 
 # %% ../nbs/07_why_self_attention.ipynb #a2e2152e
 from __future__ import annotations
-import math, statistics, time
+import math, statistics
 from typing import Callable
 import torch
 from torch import nn
-from .attention import *
+from .attention import MultiHeadAttention
+from .runtime import calls_for, interleaved_times
 
 # %% auto #0
-__all__ = ['LAYER_KINDS', 'interleaved_times', 'calls_for', 'median_ratio', 'RecurrentLayer', 'ConvLayer', 'SelfAttentionLayer',
-           'make_layer', 'table1_complexity', 'scaling_sweep', 'fit_exponent', 'sweep_exponents', 'plot_scaling',
-           'time_ratios', 'layers_to_connect']
-
-# %% ../nbs/07_why_self_attention.ipynb #22fe5c99
-def interleaved_times(fns: dict[str, Callable[[], object]], # name -> a callable to time (no arguments)
-                      repeats: int=5,   # timed calls of each callable
-                      warmup: int=1,    # untimed calls of each first (allocations, lazy initialisation)
-                      sync: Callable[[], object]|None=None, # called before reading the clock (e.g. torch.cuda.synchronize)
-                     ) -> dict[str, list[float]]: # name -> `repeats` durations in seconds
-    "Time callables alternately A, B, A, B, … (the start rotates each round), so that noise hits all alike."
-    if repeats < 1: raise ValueError(f"repeats={repeats} must be at least 1")
-    names = list(fns)
-    for _ in range(warmup):
-        for name in names: fns[name]()
-    times = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            if sync: sync()
-            t0 = time.perf_counter()
-            fns[name]()
-            if sync: sync()
-            times[name].append(time.perf_counter() - t0)
-    return times
-
-# %% ../nbs/07_why_self_attention.ipynb #35a7930d
-def calls_for(fn: Callable[[], object], # the callable to time
-              min_time: float=0.01,     # seconds one timed measurement should last at least
-              sync: Callable[[], object]|None=None,
-             ) -> int:                  # calls per measurement
-    "How many back-to-back calls of `fn` last `min_time`, so that very short calls are timed in bulk (one warmup call first)."
-    fn()
-    if sync: sync()
-    t0 = time.perf_counter(); fn()
-    if sync: sync()
-    return max(1, math.ceil(min_time / max(time.perf_counter() - t0, 1e-9)))
-
-def median_ratio(times: dict[str, list[float]], # from `interleaved_times`
-                 slow: str,   # the reference (numerator)
-                 fast: str,   # the variant (denominator)
-                ) -> float:   # > 1: `fast` is faster than `slow`
-    "Median over rounds of time[slow] / time[fast]: each ratio compares calls made close together."
-    return statistics.median(s / f for s, f in zip(times[slow], times[fast]))
+__all__ = ['LAYER_KINDS', 'RecurrentLayer', 'ConvLayer', 'SelfAttentionLayer', 'make_layer', 'table1_complexity', 'scaling_sweep',
+           'fit_exponent', 'sweep_exponents', 'plot_scaling', 'time_ratios', 'layers_to_connect']
 
 # %% ../nbs/07_why_self_attention.ipynb #6c2df5da
 class RecurrentLayer(nn.Module):
@@ -72,8 +32,10 @@ class ConvLayer(nn.Module):
                  dilation: int=1,     # gap between kernel taps (dilated convolutions)
                 ):
         super().__init__()
-        if kernel_size % 2 == 0: raise ValueError(f"kernel_size={kernel_size} must be odd for 'same' padding")
-        self.conv = nn.Conv1d(d, d, kernel_size, padding=dilation * (kernel_size // 2), dilation=dilation)
+        if kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size={kernel_size} must be odd for 'same' padding")
+        pad = dilation * (kernel_size // 2)                               # "same" padding
+        self.conv = nn.Conv1d(d, d, kernel_size, padding=pad, dilation=dilation)
     def forward(self, x): return self.conv(x.transpose(1, 2)).transpose(1, 2)  # (batch, n, d)
 
 class SelfAttentionLayer(nn.Module):
@@ -100,7 +62,8 @@ def make_layer(kind: str,          # one of LAYER_KINDS
 
 def table1_complexity(kind: str, n: int, d: int, k: int=3) -> float:
     "The term inside Table 1's O(·) for the complexity per layer: n²·d, n·d² or k·n·d²."
-    return {"self-attention": n * n * d, "recurrent": n * d * d, "convolutional": k * n * d * d}[kind]
+    terms = {"self-attention": n * n * d, "recurrent": n * d * d, "convolutional": k * n * d * d}
+    return terms[kind]
 
 # %% ../nbs/07_why_self_attention.ipynb #ed266cd4
 @torch.no_grad()
@@ -109,7 +72,8 @@ def scaling_sweep(ns: list[int],           # sequence lengths n
                   kinds: tuple=LAYER_KINDS,
                   batch_size: int=4,       # sequences per call
                   repeats: int=3,          # timed measurements per layer and point (median kept)
-                  min_time: float=0.01,    # seconds per measurement: short calls are repeated within one
+                  # seconds per measurement: short calls are repeated within one
+                  min_time: float=0.01,
                   n_heads: int=8,          # heads of the self-attention layer
                   kernel_size: int=3,      # k of the convolution
                   seed: int=0,
@@ -121,18 +85,23 @@ def scaling_sweep(ns: list[int],           # sequence lengths n
     sync = torch.cuda.synchronize if torch.device(device or "cpu").type == "cuda" else None
     rows, before = [], torch.get_num_threads()
     if threads: torch.set_num_threads(threads)
-    try: return _sweep(ns, ds, kinds, batch_size, repeats, min_time, n_heads, kernel_size, device, sync, rows)
-    finally: torch.set_num_threads(before)
+    try:
+        return _sweep(ns, ds, kinds, batch_size, repeats, min_time, n_heads, kernel_size, device,
+                      sync, rows)
+    finally:
+        torch.set_num_threads(before)
 
 def _sweep(ns, ds, kinds, batch_size, repeats, min_time, n_heads, kernel_size, device, sync, rows):
     for d in ds:
         layers = {k: make_layer(k, d, n_heads, kernel_size).to(device).eval() for k in kinds}
         for n in ns:
             x = torch.randn(batch_size, n, d, device=device)
-            calls = {k: calls_for(lambda l=l: l(x), min_time, sync) for k, l in layers.items()}  # short calls timed in bulk
+            # short calls timed in bulk
+            calls = {k: calls_for(lambda l=l: l(x), min_time, sync) for k, l in layers.items()}
             fns = {k: (lambda l=l, m=calls[k]: [l(x) for _ in range(m)]) for k, l in layers.items()}
             times = interleaved_times(fns, repeats, warmup=0, sync=sync)
-            rows += [dict(kind=k, n=n, d=d, seconds=statistics.median(t) / calls[k]) for k, t in times.items()]
+            rows += [dict(kind=k, n=n, d=d, seconds=statistics.median(t) / calls[k])
+                     for k, t in times.items()]
     return rows
 
 # %% ../nbs/07_why_self_attention.ipynb #2541164a
@@ -144,7 +113,8 @@ def fit_exponent(xs: list[float], ys: list[float]) -> float:
 
 def sweep_exponents(rows: list[dict], # from `scaling_sweep`
                     vary: str="n",    # the swept variable, "n" or "d"
-                    tail: int=3,      # fit only the largest `tail` values (where the leading term dominates)
+                    # fit only the largest `tail` values (the leading term dominates)
+                    tail: int=3,
                    ) -> dict[str, float]: # kind -> measured exponent
     "Measured exponent of time against `vary` for each layer kind, on the largest `tail` points."
     out = {}
@@ -159,7 +129,7 @@ def plot_scaling(rows: list[dict],  # from `scaling_sweep`, one value of the oth
                  ax=None,
                  title: str|None=None,
                 ):
-    "Log–log plot of time against `vary` per layer kind, with Table 1's terms drawn through the largest point."
+    "Log–log plot of time against `vary` per layer kind, with Table 1's terms through the last."
     import matplotlib.pyplot as plt
     ax = ax or plt.subplots(figsize=(6.4, 4.4))[1]
     fixed = "d" if vary == "n" else "n"
@@ -171,30 +141,39 @@ def plot_scaling(rows: list[dict],  # from `scaling_sweep`, one value of the oth
     if sa:
         x0, t0, r0 = sa[-1]
         xs = [p[0] for p in sa]
-        for term, f, ls in [("n²·d", lambda r: r["n"] ** 2 * r["d"], "--"), ("n·d²", lambda r: r["n"] * r["d"] ** 2, ":")]:
+        terms = [("n²·d", lambda r: r["n"] ** 2 * r["d"], "--"),
+                 ("n·d²", lambda r: r["n"] * r["d"] ** 2, ":")]
+        for term, f, ls in terms:
             ref = [t0 * f({**r0, vary: x}) / f(r0) for x in xs]
-            ax.loglog(xs, ref, ls, color="gray", label=f"∝ {term} (through the last self-attention point)")
+            label = f"∝ {term} (through the last self-attention point)"
+            ax.loglog(xs, ref, ls, color="gray", label=label)
     xs_all = sorted({r[vary] for r in rows})
-    ax.set_xticks(xs_all, [str(x) for x in xs_all]); ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_xticks(xs_all, [str(x) for x in xs_all])
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel(f"{'sequence length n' if vary == 'n' else 'width d'} (log scale)")
     ax.set_ylabel("forward time per batch (ms, log scale)")
     ax.set_title(title or f"Table 1 measured: time against {vary} at {fixed} = {rows[0][fixed]}")
-    ax.legend(fontsize=8); ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
     return ax
 
 # %% ../nbs/07_why_self_attention.ipynb #f3827dee
-def time_ratios(rows: list[dict], slow: str="recurrent", fast: str="self-attention") -> dict[tuple, float]:
+def time_ratios(rows: list[dict],          # from `scaling_sweep`
+                slow: str="recurrent",     # the numerator's layer kind
+                fast: str="self-attention", # the denominator's layer kind
+               ) -> dict[tuple, float]:    # (n, d) -> time(slow) / time(fast)
     "time(slow) / time(fast) at every (n, d) measured for both kinds."
     t = {(r["kind"], r["n"], r["d"]): r["seconds"] for r in rows}
-    return {(n, d): t[(slow, n, d)] / t[(fast, n, d)] for (k, n, d) in t if k == fast and (slow, n, d) in t}
+    return {(n, d): t[(slow, n, d)] / t[(fast, n, d)]
+            for (k, n, d) in t if k == fast and (slow, n, d) in t}
 
 # %% ../nbs/07_why_self_attention.ipynb #27ecaeda
-def layers_to_connect(make: Callable[[int], nn.Module], # layer index i -> the i-th layer, (batch, n, d) -> (batch, n, d)
+def layers_to_connect(make: Callable[[int], nn.Module], # i -> the i-th layer, (batch, n, d) -> same
                       n: int,              # sequence length
                       d: int=8,            # width
                       max_layers: int=64,  # give up after this many
                       seed: int=0,
-                     ) -> int|None:        # smallest depth whose last output depends on the first input; None if > max_layers
+                     ) -> int|None:        # the depth that connects them; None if over max_layers
     "How many stacked layers it takes before output position n-1 depends on input position 0."
     torch.manual_seed(seed)
     layers = []

@@ -9,7 +9,7 @@ STEPS = 4
 
 WORKER = textwrap.dedent("""
     import os, sys, torch
-    from annotated_transformer.training import fit
+    from annotated_transformer.training import FitOptions, fit
     from annotated_transformer.runtime import distributed_session
     from annotated_transformer.distributed import check_replicas_in_sync
     from annotated_transformer.model import create_transformer
@@ -26,8 +26,9 @@ WORKER = textwrap.dedent("""
         val = token_batch_loader(copy_pairs(60, seed=1), 200, shuffle=False)
         snaps = []
         # K processes with accum_steps=1 see the same global batch as 1 process with accum_steps=K
-        state = fit(model, train, opt, max_steps=steps, accum_steps=1 if ctx.world_size > 1 else 2,
-                    val_loader=val, validate_every=steps, progress=False, checkpoint_dir=f"{out}/ck",
+        options = FitOptions(max_steps=steps, accum_steps=1 if ctx.world_size > 1 else 2, validate_every=steps,
+                             progress=False)
+        state = fit(model, train, opt, options=options, val_loader=val, checkpoint_dir=f"{out}/ck",
                     on_step=lambda st: snaps.append([p.detach().clone() for p in model.parameters()]))
         check_replicas_in_sync(model)
         torch.save({"snaps": snaps, "val": state.val_loss, "loss": state.train_loss, "world": ctx.world_size},
@@ -65,7 +66,7 @@ def test_two_processes_match_one_process(tmp_path):
 
 
 def test_bf16_step_on_cpu_is_finite_and_close_to_fp32():
-    from annotated_transformer.training import fit
+    from annotated_transformer.training import FitOptions, fit
     from annotated_transformer.model import create_transformer
     from annotated_transformer.batching import token_batch_loader
     from annotated_transformer.optimizer import make_optimizer
@@ -75,7 +76,7 @@ def test_bf16_step_on_cpu_is_finite_and_close_to_fp32():
         torch.manual_seed(0)
         model = create_transformer(V, V, "tiny", dropout=0.0)
         st = fit(model, token_batch_loader(copy_pairs(200), 400, seed=0), make_optimizer(model, lr=1e-3),
-                 max_steps=2, precision=precision, progress=False)
+                 options=FitOptions(max_steps=2, precision=precision, progress=False))
         losses[precision] = [l for _, l, _ in st.train_loss]
         assert all(torch.isfinite(p).all() for p in model.parameters())
     for a, b in zip(losses["fp32"], losses["bf16"]):

@@ -628,7 +628,7 @@ def test_bf16_autocast_backward_with_all_padding_rows_is_finite(fused):
     tgt = torch.tensor([[1, 7, 8, 2], [PAD_IDX] * 4])
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = model(src, tgt, model.make_src_mask(src), model.make_tgt_mask(tgt))
-        logits = model.generator.proj(h)
+        logits = model.generator.logits(h)
     assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
     logits.float().log_softmax(-1).sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

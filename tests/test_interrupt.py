@@ -178,7 +178,7 @@ if stop_when != "-":                                   # SIGTERM to ourselves on
         while not os.path.exists(os.path.join(d, stop_when)): time.sleep(0.002)
         os.kill(os.getpid(), signal.SIGTERM)
     threading.Thread(target=watch, daemon=True).start()
-args = ["train", "--data-dir", str(SAMPLE_DIR), "--preset", "tiny", "--max-train-pairs", "200", "--max-steps", "10",
+args = ["train", "--data-dir", str(SAMPLE_DIR), "--recipe", "tiny", "--max-train-pairs", "200", "--max-steps", "10",
         "--save-every", "2", "--beam-size", "1", "--json", "--checkpoint-dir", d, *extra]
 sys.exit(main(args))
 '''

@@ -168,7 +168,6 @@ def test_average_and_refusals(trained, tmp_path, offline):
     (["--lr-scale", "1.0"], "--lr-scale 0.5 in the checkpoint vs 1.0 here"),
     (["--warmup-steps", "50"], "--warmup-steps 200 in the checkpoint vs 50 here"),
     (["--recipe", "small", "--seed", "0"], "--recipe tiny in the checkpoint vs small here"),
-    (["--preset", "small", "--seed", "0"], "--recipe tiny in the checkpoint vs small here"),   # the deprecated spelling
     (["--seed", "7", "--lr-scale", "2"], "--seed 0 in the checkpoint vs 7 here; --lr-scale 0.5 in the checkpoint vs 2.0 here"),
 ])
 def test_resume_refuses_a_different_recipe(trained, offline, flags, says):
@@ -182,17 +181,15 @@ def test_resume_refuses_a_different_recipe(trained, offline, flags, says):
     assert sorted(p.name for p in run.iterdir()) == before                   # nothing written
 
 
-def test_preset_is_a_deprecated_alias_of_recipe(tmp_path, offline):
-    "With Multi30k, --preset named the recipe: it still does for one release, with a warning, and runs the same recipe."
-    r = cli("train", "--preset", "tiny", "--data-dir", SAMPLE_DIR, "--max-train-pairs", 200, "--max-steps", 2, "--save-every", 1,
+def test_the_recipe_name_is_recorded(tmp_path, offline):
+    "A run's results and checkpoints name its recipe under recipe_name, beside the recipe itself."
+    r = cli("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--max-train-pairs", 200, "--max-steps", 2, "--save-every", 1,
             "--beam-size", 1, "--checkpoint-dir", tmp_path / "run", "--json", **offline)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "warning: --preset is deprecated" in r.stderr and "use --recipe" in r.stderr, r.stderr[-2000:]
     res = last_json(r.stdout)
-    assert res["preset"] == "tiny" and res["recipe"]["model"] == "tiny"
-    assert load_checkpoint(tmp_path / "run" / "step_00000002.pt")["extra"]["preset"] == "tiny"   # the file format keeps its key
-    r = cli("train", "--preset", "tiny", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--checkpoint-dir", tmp_path / "x", **offline)
-    assert r.returncode == 1 and "give only --recipe" in r.stderr
+    assert res["recipe_name"] == "tiny" and res["recipe"]["model"] == "tiny"
+    extra = load_checkpoint(tmp_path / "run" / "step_00000002.pt")["extra"]
+    assert extra["recipe_name"] == "tiny" and "preset" not in extra
 
 
 def test_resume_applies_steps_and_save_interval(trained, offline, tmp_path):
@@ -323,12 +320,13 @@ def test_one_default_direction_names_the_folder(flags, want, tmp_path, monkeypat
     from types import SimpleNamespace
     import torch
     from annotated_transformer.cli import build_parser, _default_checkpoint_dir
-    from annotated_transformer.multi30k import prepare_run
+    from annotated_transformer.multi30k import prepare_run, RunOptions
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["train", "--recipe", "tiny", "--data-dir", str(SAMPLE_DIR), *flags])
     planned = _default_checkpoint_dir(args, exists=False)                   # what the command line checks first
-    run = prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), "tiny", None, str(SAMPLE_DIR), False, 50, None,
-                      args.src, args.tgt, None, None, ("val",), {}, lambda m: None)   # what the run writes to
+    options = RunOptions("tiny", data_dir=str(SAMPLE_DIR), max_train_pairs=50, src=args.src, tgt=args.tgt,
+                         evaluate_splits=("val",))
+    run = prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), options, {}, lambda m: None)  # what it writes to
     assert (run.src, run.tgt) == want
     assert run.ckpt_dir == planned == Path("checkpoints/multi30k-tiny" + ("" if want == ("de", "en") else "-en-de"))
 
@@ -348,7 +346,7 @@ def test_nbest_progress_bar_reaches_the_end(capsys):
     import torch
     from annotated_transformer.data import BPECodec
     from annotated_transformer.model import create_transformer
-    from annotated_transformer.multi30k import translate_nbest
+    from annotated_transformer.evaluation import translate_nbest
     codec = BPECodec.build(load_split("train", SAMPLE_DIR, 200, download=False), vocab_size=300)
     torch.manual_seed(0)
     m = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, "tiny", share_embeddings=True, max_len=24).eval()

@@ -223,12 +223,12 @@ def prepare(corpus_dir: Path, **kw):
     "`prepare_run` as `train` calls it, on your files (no model, no training): the run and its log lines."
     from types import SimpleNamespace
     from annotated_transformer.data import Corpus
-    from annotated_transformer.multi30k import prepare_run
-    logs = []
-    kw = {"recipe_name": "tiny", "checkpoint_dir": None, "data_dir": None, "resume": False, "max_train_pairs": None,
-          "seed": None, "src": "xx", "tgt": "yy", "corpus": Corpus.files(corpus_dir / "train", corpus_dir / "valid"),
-          "vocab_file": None, "evaluate_splits": ("val",), "overrides": {}, "log": logs.append, **kw}
-    return prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), **kw), logs
+    from annotated_transformer.multi30k import RunOptions, prepare_run
+    logs, overrides = [], kw.pop("overrides", {})
+    kw = {"recipe_name": "tiny", "src": "xx", "tgt": "yy", "evaluate_splits": ("val",),
+          "corpus": Corpus.files(corpus_dir / "train", corpus_dir / "valid"), **kw}
+    ctx = SimpleNamespace(device=torch.device("cpu"), is_main=True)
+    return prepare_run(ctx, RunOptions(**kw), overrides, logs.append), logs
 
 
 def test_a_pair_with_an_empty_side_is_skipped_and_named(tmp_path):
@@ -273,7 +273,7 @@ def test_the_warmup_fits_a_short_run_on_your_files(tmp_path):
     assert run.recipe.warmup_steps == 5 and any("warmup shortened from 800 to 5 updates" in m and "20 planned" in m
                                                  for m in logs), logs
     save_checkpoint(tmp_path / "run" / "step_1.pt", model, extra={     # what `fit_run` records: the fitted recipe
-        "task": "multi30k", "preset": "small", "seed": 0, "max_train_pairs": None, "src": "xx", "tgt": "yy",
+        "task": "multi30k", "recipe_name": "small", "seed": 0, "max_train_pairs": None, "src": "xx", "tgt": "yy",
         "recipe": run.recipe.to_dict(), "vocab": run.codec.to_dict(), "data": run.corpus.to_dict()})
     resumed, logs = prepare(c, recipe_name="small", checkpoint_dir=tmp_path / "run", resume=True)
     training_parts(resumed, torch.device("cpu"), log=logs.append)  # resumed: the recorded schedule, not fitted again

@@ -120,3 +120,62 @@ def test_the_book_names_no_ci_data_folder():
         for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
             if bad.search(line): hits.append(f"{f.relative_to(root)}:{i}: {line.strip()[:120]}")
     assert not hits, hits
+
+# --- the machinery reads like the chapters (STYLE.md, "The machinery") -------------------------------------------
+import tokenize, io
+
+PAGE_WIDTH = 110    # the rendered book shows about 100 characters of a code line; nothing exported runs past 110
+
+def _modules():
+    return [p for p in sorted((ROOT / "annotated_transformer").glob("*.py")) if p.name != "_modidx.py"]
+
+def _generated_lines(tree: ast.Module) -> set[int]:
+    "Lines nbdev writes itself and the book never shows as code: the module docstring (the page's summary), `__all__`."
+    first = tree.body[:1] if tree.body and isinstance(tree.body[0], ast.Expr) else []
+    alls = [n for n in tree.body if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets)]
+    return {i for n in first + alls for i in range(n.lineno, n.end_lineno + 1)}
+
+def test_exported_lines_fit_the_page():
+    long = []
+    for p in _modules():
+        text = p.read_text(encoding="utf-8")
+        skip = _generated_lines(ast.parse(text))
+        long += [f"{p.name}:{i}: {len(l)} characters" for i, l in enumerate(text.splitlines(), 1)
+                 if len(l) > PAGE_WIDTH and i not in skip]
+    assert not long, f"{len(long)} exported lines over {PAGE_WIDTH} characters (wrap them in the notebook):\n" + "\n".join(long[:40])
+
+def test_no_statements_chained_with_semicolons():
+    chained = [f"{p.name}:{t.start[0]}" for p in _modules()
+               for t in tokenize.generate_tokens(io.StringIO(p.read_text(encoding="utf-8")).readline)
+               if t.type == tokenize.OP and t.string == ";"]
+    assert not chained, "statements chained with ';' (one statement per line):\n" + "\n".join(chained)
+
+def _rebindings(tree: ast.Module, name: str) -> list[str]:
+    "Assignments that switch behaviour by rebinding state: a class or module attribute set at module level, a module-level dict"
+    " item set at module level, or any attribute of an imported module set anywhere."
+    modules = {a.asname or a.name.split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names if isinstance(n, ast.Import) or n.module is None}
+    def targets(n): return n.targets if isinstance(n, ast.Assign) else [n.target]
+    def base(t):
+        while isinstance(t, (ast.Attribute, ast.Subscript)): t = t.value
+        return t.id if isinstance(t, ast.Name) else None
+    out = []
+    for n in tree.body:                                     # module level
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            out += [f"{name}:{n.lineno}" for t in targets(n) if isinstance(t, (ast.Attribute, ast.Subscript))]
+    for n in ast.walk(tree):                                # anywhere: another module's attribute
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            out += [f"{name}:{n.lineno}" for t in targets(n)
+                    if isinstance(t, (ast.Attribute, ast.Subscript)) and base(t) in modules]
+    return sorted(set(out))
+
+def test_no_switch_by_rebinding_module_or_class_state():
+    found = [x for p in _modules() for x in _rebindings(ast.parse(p.read_text(encoding="utf-8")), p.name)]
+    assert not found, ("behaviour switched by rebinding a class/module attribute or a module-level dict "
+                       "(use an argument, an options object, or @patch):\n" + "\n".join(found))
+
+def test_the_rebinding_check_finds_what_it_should():
+    src = "import x\nfrom . import decoding\nclass A: pass\nA.f = len\nD = {}\nD['k'] = 1\n" \
+          "def g():\n    decoding._SPEED['a'] = False\n    decoding.search = None\n    y = {}\n    y['a'] = 1\n"
+    test = _rebindings(ast.parse(src), "m.py")
+    assert test == ["m.py:4", "m.py:6", "m.py:8", "m.py:9"], test

@@ -19,7 +19,7 @@ torch.set_num_threads(1)  # tiny models: one thread is fastest on a busy machine
 BATCH = Batch(torch.tensor([[1, 7, 8, 9, 2]]), torch.tensor([[1, 10, 11, 2]]))
 
 
-def logits(m): return m.generator.proj(m(BATCH.src, BATCH.tgt_in, BATCH.src_mask, BATCH.tgt_mask))  # (1, 3, V)
+def logits(m): return m.generator.logits(m(BATCH.src, BATCH.tgt_in, BATCH.src_mask, BATCH.tgt_mask))  # (1, 3, V)
 
 
 @pytest.fixture(scope="module")

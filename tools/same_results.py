@@ -9,7 +9,8 @@ digest of every tensor and number in the final checkpoints (model, optimizer, sc
 Bit-for-bit only on one machine (CPUs round differently), so this is a recorded comparison, not a CI test.
 
 `--levers-off` runs the same commands with every speed lever that changes rounding switched to the exact computation it
-replaced (`LEVERS_OFF`: keyword defaults of `fit`, set before the CLI runs, in the CLI's own process). A commit from
+replaced (`LEVERS_OFF`: fields of `training.FitOptions`, set in every call of `fit` by a wrapper installed before the CLI
+is imported, in the CLI's own process). A commit from
 before a lever, compared with a later commit run with `--levers-off`, must still give identical digests; without the
 flag the later commit's digests record what the levers change."""
 import argparse, hashlib, json, os, subprocess, sys, tempfile
@@ -19,15 +20,29 @@ import torch
 RUNS = {  # name -> CLI arguments (after `annotated-transformer`), each a few seconds on one CPU thread
     "copy": ["train", "--task", "copy", "--seed", "3", "--max-train-pairs", "600", "--batch-tokens", "300",
              "--max-steps", "12", "--save-every", "6", "--device", "cpu"],
-    "multi30k_tiny": ["train", "--task", "multi30k", "--preset", "tiny", "--data-dir", "{sample}", "--seed", "1",
+    "multi30k_tiny": ["train", "--task", "multi30k", "--recipe", "tiny", "--data-dir", "{sample}", "--seed", "1",
                       "--max-steps", "12", "--save-every", "6", "--device", "cpu"],
 }
 
-LEVERS_OFF = {"nonpad_logits": False}  # fit's speed levers that change rounding -> their exact setting
+LEVERS_OFF = {"nonpad_logits": False}  # FitOptions' speed levers that change rounding -> their exact setting
 
-# `python -m annotated_transformer ARGS`, with fit's lever defaults switched off first (every caller of fit gets them)
-_BOOT = ("import sys, json; from annotated_transformer import training; training.fit.__kwdefaults__.update(json.loads(sys.argv.pop(1)));"
-         "from annotated_transformer.cli import main; sys.argv[0] = 'annotated-transformer'; sys.exit(main())")
+# `python -m annotated_transformer ARGS`, with fit's levers switched off first: `training.fit` is replaced, before the CLI
+# (and the chapters that import fit) are imported, by a wrapper that sets LEVERS_OFF in the options of every call
+_BOOT = """
+import dataclasses, functools, inspect, json, sys
+from annotated_transformer import training
+levers, fit = json.loads(sys.argv.pop(1)), training.fit
+@functools.wraps(fit)
+def fit_levers_off(*args, **kwargs):
+    call = inspect.signature(fit).bind(*args, **kwargs)
+    options = call.arguments.get("options") or training.FitOptions()
+    call.arguments["options"] = dataclasses.replace(options, **levers)
+    return fit(*call.args, **call.kwargs)
+training.fit = fit_levers_off
+from annotated_transformer.cli import main
+sys.argv[0] = "annotated-transformer"
+sys.exit(main())
+"""
 
 def digest(x, h):
     "Feed `x` (nested dicts/lists of tensors and plain values) into hash `h` in a fixed order."

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 from annotated_transformer.data import TEST_SPLITS, TATOEBA, TEST_SET_INFO, load_split, available_test_splits
 from annotated_transformer.evaluation import score_sets
-from annotated_transformer.multi30k import load_translator
-from annotated_transformer.pretrained import MODELS_DIR, SHIPPED, export_model, load_model, file_sha256, SUMS
+from annotated_transformer.pretrained import (MODELS_DIR, SHIPPED, export_model, load_model, load_translator,
+    file_sha256, SUMS)
 
 CI_SUBSET = 200  # the CI check re-scores the first this-many sentences of test_2016_flickr
 
@@ -49,7 +49,7 @@ def main(argv=None):
         "Direction": f"{SHIPPED[a.name]} ({src}→{tgt}), the Transformer of “Attention Is All You Need” at the book's `small` size",
         "Data": "Multi30k task 1 (image captions): 29,000 training pairs; the validation set (1,014 pairs) chose between "
                 "the averaged and the last checkpoint; nothing else was tuned on it in this run, and no test set was seen.",
-        "Model": {"preset": res["preset"], "parameters": f"{res['parameters']:,}",
+        "Model": {"recipe": res["recipe_name"], "parameters": f"{res['parameters']:,}",
                   "vocabulary": f"joint BPE, {res['src_vocab_size']:,} tokens, three-way weight tying",
                   "weights": f"{a.storage_dtype} safetensors (computes in float32)"},
         "Recipe": {k: v for k, v in rc.items()},
