@@ -41,6 +41,7 @@ def corpus_bleu(hypotheses: Sequence[str], # detokenized system output, one per 
     details = str(r).split(" ", 3)[-1]      # after "BLEU = xx.xx"
     return BleuResult(float(r.score), str(bleu.get_signature()), details, len(hypotheses))
 
+# %% ../nbs/15_evaluation.ipynb #dcaf0cac
 def _reference_streams(hypotheses, references) -> list[list[str]]:
     "Check hypotheses and references as sacreBLEU takes them, and return the reference streams."
     if isinstance(hypotheses, str):

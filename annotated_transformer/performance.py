@@ -311,6 +311,7 @@ def check_cached_greedy(model: nn.Module,         # a `Transformer` in eval mode
                            f"of sentence {i}, {short.max():.2e} nats below the uncached decoder's "
                            f"best (tolerance {tol})")
 
+# %% ../nbs/19_performance.ipynb #ba2d712f
 def decode_speedup(preset: str="small",
                    steps: tuple=(16, 32, 64, 128), # output lengths, each forced (no early stop)
                    batch_size: int=64, src_len: int=32,
