@@ -91,6 +91,9 @@ class Options:
     tgt: str|None = None             # target language
     beam_size: int = 4               # beam size (1 = greedy; §6.1)
     length_penalty: float = 0.6      # α of the length penalty (§6.1)
+    # stop the beam at K finished hypotheses (fairseq's rule), not by the exact rule (chapter 14):
+    # faster, may miss a better, longer translation
+    early_stop: bool = False
     batch_size: int = 64             # sentences decoded together
     max_train_pairs: int|None = None # use only the first N training pairs
     json: bool = False               # print the result as one JSON object
@@ -172,12 +175,14 @@ def _add_model(s, more: str, required: bool=False):
     add_field(which, Options, "model", more=more)
 
 def _add_decoding(s, directions="(default: the model's; another is an error)"):
-    "Beam search, batch, device and direction: what `translate` and `evaluate` share."
-    for name in ("beam_size", "length_penalty", "batch_size", "device"): add_field(s, Options, name)
+    "Beam search and its stopping rule, batch, device, direction: what `translate` and `evaluate` share."
+    for name in ("beam_size", "length_penalty", "early_stop", "batch_size", "device"):
+        add_field(s, Options, name)
     for name in ("src", "tgt"): add_field(s, Options, name, type=lang_code, more=directions)
 
 _SHIPPED_DEFAULT = "(default without --checkpoint: the shipped model for --src/--tgt, de-en)"
 
+# %% ../nbs/92_cli.ipynb #ad03e370
 def _add_translate(sub):
     what = "translate sentences with a trained checkpoint"
     s = sub.add_parser("translate", help=what, description=what)
@@ -547,7 +552,7 @@ def translate_command(args) -> int:
     model, codec, _ = _open(args)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
     kw = dict(beam_size=args.beam_size, length_penalty=args.length_penalty,
-              batch_size=args.batch_size, warn=warn)
+              batch_size=args.batch_size, early_stop=args.early_stop, warn=warn)
     # interactive
     if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():
         with _writer(args.output) as out:
@@ -558,7 +563,8 @@ def translate_command(args) -> int:
     lines = _lines_in(args)
     if args.n_best:
         lists = translate_nbest(model, codec, lines, args.n_best, args.beam_size,
-                                args.length_penalty, warn=warn, progress=len(lines) > 1)
+                                args.length_penalty, warn=warn, progress=len(lines) > 1,
+                                early_stop=args.early_stop)
         rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1)
                 for r, (sc, t) in enumerate(hyps, 1)]
     else: rows = translate(model, codec, lines, progress=len(lines) > 1, **kw)
@@ -613,13 +619,13 @@ def evaluate_command(args) -> int:
     corpus.check(splits, info["src"], info["tgt"])
     sets = {s: corpus.pairs(s, info["src"], info["tgt"], args.max_sentences) for s in splits}
     rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size,
-                      progress=True)
+                      progress=True, early_stop=args.early_stop)
     written = _write_hypotheses(args.output, rows)
     rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items()
              if k != "hypotheses"}
             for r in rows]
-    res = {**info, "beam_size": args.beam_size, "length_penalty": args.length_penalty, "sets": rows,
-           "hypotheses": written}
+    res = {**info, "beam_size": args.beam_size, "length_penalty": args.length_penalty,
+           "early_stop": args.early_stop, "sets": rows, "hypotheses": written}
     # one set: its numbers at the top level too
     if len(rows) == 1:
         r = rows[0]
@@ -628,7 +634,8 @@ def evaluate_command(args) -> int:
     if args.json: print(json.dumps(res, ensure_ascii=False))
     else:
         print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), "
-              f"beam {args.beam_size}, α {args.length_penalty}:\n" + score_table(rows)
+              f"beam {args.beam_size}, α {args.length_penalty}"
+              f"{', stopped at K finished' if args.early_stop else ''}:\n" + score_table(rows)
               + "".join(f"\nhypotheses: {p}" for p in written))
     return 0
 

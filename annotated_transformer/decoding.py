@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
-import math, sys
+import math, signal, sys
 from dataclasses import dataclass
 from typing import Sequence
 import torch
@@ -17,7 +17,8 @@ from .model import greedy_decode
 from .data import sentence_ids
 
 # %% auto #0
-__all__ = ['length_normalization', 'search_limits', 'beam_search', 'SearchLevers', 'fast_beam_search', 'decode_corpus']
+__all__ = ['length_normalization', 'search_limits', 'search_done', 'beam_search', 'SearchLevers', 'fast_beam_search',
+           'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
@@ -53,25 +54,21 @@ def _candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live 
     return top, idx // V, idx % V
 
 # %% ../nbs/14_decoding.ipynb #5a734d64
-def _collect_finished(finished: list[list],   # per sentence: (normalised score, tokens), grown
+def _collect_finished(finished: list[list],   # per sentence: its K best (normalised score, tokens)
                       active: list[int],      # the sentence of each row group
                       seqs: torch.Tensor,     # (b·K, step) live beams, BOS first
                       top, parent, tok, is_eos, # (b, 2K) the best candidates, their origin
                       at_limit: list[bool],   # per row group: this step is the sentence's last
                       lp: float,              # length_normalization(step, α)
                       K: int,                 # beam size
-                     ) -> list[int]:          # row groups whose sentence goes on
-    "Store the top-K candidates that end (EOS, or the limit), in order, until a sentence has K."
+                     ):
+    "Store the top-K candidates that end (EOS, or the limit); each sentence keeps its K best."
     top_l, parent_l, tok_l, eos_l = top.tolist(), parent.tolist(), tok.tolist(), is_eos.tolist()
-    keep = []
     for r, i in enumerate(active):
-        for j in range(K):
-            if len(finished[i]) >= K: break
-            if (eos_l[r][j] or at_limit[r]) and top_l[r][j] > -math.inf:
-                hyp = seqs[r * K + parent_l[r][j], 1:].tolist() + [tok_l[r][j]]
-                finished[i].append((top_l[r][j] / lp, hyp))
-        if not at_limit[r] and len(finished[i]) < K: keep.append(r)
-    return keep
+        new = [(top_l[r][j] / lp, seqs[r * K + parent_l[r][j], 1:].tolist() + [tok_l[r][j]])
+               for j in range(K) if (eos_l[r][j] or at_limit[r]) and top_l[r][j] > -math.inf]
+        # sorted stably: of two equal scores, the one that finished first stays ahead
+        finished[i] = sorted(finished[i] + new, key=lambda f: -f[0])[:K]
 
 def _stack_finished(finished: list[list], # per sentence: up to K (normalised score, tokens)
                     K: int, pad_idx: int, dev,
@@ -109,7 +106,32 @@ def _no_sentences(n_best: int|None, dev) -> tuple[torch.Tensor, torch.Tensor]:
     shape = (0,) if n_best is None else (0, n_best)
     return torch.zeros(*shape, 0, dtype=torch.long, device=dev), torch.zeros(shape, device=dev)
 
+# %% ../nbs/14_decoding.ipynb #f2eb2264
+def search_done(best_live: torch.Tensor,  # (b,) total log-prob of each sentence's best live beam
+                nth_best: torch.Tensor,   # (b,) float64 its n-th best finished score; -inf: fewer
+                n_finished: torch.Tensor, # (b,) int64 its finished hypotheses so far
+                step: int,                # tokens each live beam holds
+                limit: torch.Tensor,      # (b,) int64 each sentence's maximum output length
+                K: int,                   # beam size
+                length_penalty: float=0.6, # α
+                early_stop: bool=False,   # stop at K finished (fairseq): faster, not exact
+               ) -> torch.Tensor:         # (b,) bool: the sentence's search is over
+    "§6.1's 'terminate early when possible', exactly: no live beam can still beat the n-th best."
+    if early_stop or K == 1: return n_finished >= K           # K = 1: greedy, ends at its EOS
+    # log P only falls as a beam grows: a continuation scores at most log P / (its largest lp)
+    lp_max = length_normalization(limit.double(), length_penalty).clamp(
+        min=length_normalization(step + 1, length_penalty))
+    return (nth_best > -math.inf) & (best_live.double() / lp_max <= nth_best)
+
 # %% ../nbs/14_decoding.ipynb #564094c9
+def _finished_stats(finished: list[list], active: list[int], n: int, dev,
+                   ) -> tuple[torch.Tensor, torch.Tensor]: # (b,) float64 and (b,) int64
+    "Of each active sentence: its n-th best finished score (-inf: fewer than n), and how many."
+    fs = [finished[i] for i in active]
+    nth = [f[n - 1][0] if len(f) >= n else -math.inf for f in fs]
+    return (torch.tensor(nth, dtype=torch.float64, device=dev),
+            torch.tensor([len(f) for f in fs], device=dev))
+
 @torch.no_grad()
 def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transformer`) in eval mode
                 src: torch.Tensor,         # (batch, src_len) int64 source ids
@@ -122,39 +144,37 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
                 end_symbol: int=EOS_IDX,
                 pad_idx: int=PAD_IDX,
                 n_best: int|None=None,     # hypotheses per sentence, best first; None: the best one
+                early_stop: bool=False,    # stop at K finished instead of the exact rule
                ) -> tuple[torch.Tensor, torch.Tensor]: # ids (batch, [n,] out_len); (batch, [n])
     "Batched beam search with a KV cache and the GNMT length penalty (§6.1); ids end in EOS, PAD."
     K, B, dev = _beam_count(beam_size, n_best), src.shape[0], src.device
     if B == 0: return _no_sentences(n_best, dev)
-    limit = search_limits(model, src_mask, max_new_tokens, extra_len).tolist()
-    # (batch·K,) sentence of each row
-    rows = torch.arange(B, device=dev).repeat_interleave(K)
+    limit = search_limits(model, src_mask, max_new_tokens, extra_len)  # (batch,)
+    rows = torch.arange(B, device=dev).repeat_interleave(K)            # (batch·K,) sentence of each row
     memory, mask = model.encode(src, src_mask)[rows], src_mask[rows]    # (batch·K, src_len, …)
     cache = KVCache(len(model.decoder.layers))
-    # live beams, BOS first
-    seqs = torch.full((B * K, 1), start_symbol, dtype=torch.long, device=dev)
+    seqs = torch.full((B * K, 1), start_symbol, dtype=torch.long, device=dev)  # live beams, BOS first
     scores = torch.full((B, K), -math.inf, device=dev)                  # sum of log-probs
     scores[:, 0] = 0.0                                                  # one live beam at first
-    # per sentence: (score, tokens)
-    finished, active, step = [[] for _ in range(B)], list(range(B)), 0
+    finished, active, step = [[] for _ in range(B)], list(range(B)), 0  # per sentence: (score, tokens)
     while active:
         step, b = step + 1, len(active)
         h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·K, d_model)
         logp = model.generator(h).float()                                 # (b·K, vocab)
-        # (b, 2K): log-prob, beam it extends, token
-        top, parent, tok = _candidates(scores, logp, K)
+        top, parent, tok = _candidates(scores, logp, K)  # (b, 2K): log-prob, beam it extends, token
         is_eos, lp = tok == end_symbol, length_normalization(step, length_penalty)
-        at_limit = [step >= limit[i] for i in active]
-        keep = _collect_finished(finished, active, seqs, top, parent, tok, is_eos, at_limit, lp, K)
+        at_limit = (step >= limit[active]).tolist()
+        _collect_finished(finished, active, seqs, top, parent, tok, is_eos, at_limit, lp, K)
+        alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) the K best that go on
+        done = search_done(alive[:, 0], *_finished_stats(finished, active, n_best or 1, dev), step,
+                           limit[active], K, length_penalty, early_stop).tolist()
+        keep = [r for r in range(b) if not (at_limit[r] or done[r])]
         if not keep: break
-        # (b, K) the K best that go on
-        alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)
         kr = torch.tensor(keep, device=dev)
         index = (kr[:, None] * K + parent.gather(1, pos)[kr]).reshape(-1)  # (b'·K,) new beam order
         cache.reorder(index)
         memory, mask = memory[index], mask[index]
-        # (b'·K, step+1)
-        seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)
+        seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)  # (b'·K, step+1)
         scores, active = alive[kr], [active[r] for r in keep]
     return _n_best(*_stack_finished(finished, K, pad_idx, dev), n_best)
 
@@ -175,19 +195,22 @@ def _reorder_rows(cache: KVCache, # a decoder's cache
         d = layer[part]
         for name, t in d.items(): d[name] = t.index_select(0, index)
 
-def _record_finished(top: torch.Tensor,   # (b, K) the top-K candidates' total log-probs, best first
-                     ends: torch.Tensor,  # (b, K) bool: the candidate ends (EOS, or the limit)
-                     n_fin: torch.Tensor, # (b,) int64 hypotheses each sentence has finished so far
-                     lp: float,           # length_normalization(step, α)
-                     K: int,              # beam size
-                    ) -> tuple[torch.Tensor, torch.Tensor]: # (b, K) int64 slots, float64 scores
-    "`_collect_finished` on tensors: each candidate's slot (K: not stored) and its score."
-    ok = ends & (top > -math.inf)
-    slot = n_fin[:, None] + ok.cumsum(1) - 1                 # (b, K) the next free slot, in order
-    # stored while the sentence has fewer than K
-    slot = torch.where(ok & (slot < K), slot, K)
-    # float64, as `beam_search`'s Python floats
-    return slot, top.double() / lp
+def _merge_finished(fin: torch.Tensor,       # (B, K, max_len) each sentence's K best, best first
+                    fin_len: torch.Tensor,   # (B, K) int64 their lengths (0: an empty slot)
+                    fin_score: torch.Tensor, # (B, K) float64 their scores (-inf: an empty slot)
+                    active: torch.Tensor,    # (b,) int64 the sentences searched this step
+                    hyp: torch.Tensor,       # (b, K, step) the top-K candidates' tokens
+                    norm: torch.Tensor,      # (b, K) float64 their normalised scores; -inf: no end
+                    pad_idx: int):
+    "`_collect_finished` on tensors: each sentence's K best of what it had and what ends now."
+    b, K, step = hyp.shape
+    score = torch.cat([fin_score[active], norm], 1)                         # (b, 2K), old first
+    order = score.sort(dim=1, descending=True, stable=True).indices[:, :K]   # (b, K) a tie: old first
+    new = torch.full_like(fin[active], pad_idx)
+    new[..., :step] = hyp.masked_fill(norm[..., None] == -math.inf, pad_idx)
+    toks = torch.cat([fin[active], new], 1).gather(1, order[..., None].expand(-1, -1, fin.shape[2]))
+    lens = torch.cat([fin_len[active], (norm > -math.inf).long() * step], 1).gather(1, order)
+    fin[active], fin_len[active], fin_score[active] = toks, lens, score.gather(1, order)
 
 # %% ../nbs/14_decoding.ipynb #1384cdc3
 def _fast_start(model, src, src_mask, K: int, start_symbol: int,
@@ -205,14 +228,14 @@ def _fast_start(model, src, src_mask, K: int, start_symbol: int,
     scores[:, 0] = 0.0
     return memory, mask, seqs, scores, n_live
 
-def _fast_advance(cache, memory, mask, seqs, top, parent, tok, is_eos,
+def _fast_advance(cache, memory, mask, seqs, alive, pos, parent, tok,
                   go: torch.Tensor,  # (b',) int64 the row groups (sentences) that go on
                   n_live: int,       # live beams per sentence this step
                   K: int,            # beam size
                   lazy_cross: bool,  # `SearchLevers.lazy_cross`
                  ) -> tuple:         # memory, mask, seqs (b'·K, step + 1), scores (b', K)
-    "Keep the sentences `go`; their K best extensions that do not end become the live beams."
-    alive, pos = top[go].masked_fill(is_eos[go], -math.inf).topk(K, dim=1)   # (b', K)
+    "Keep the sentences `go`; their K best extensions that do not end (`alive`, `pos`) go on."
+    alive, pos = alive[go], pos[go]                                            # (b', K)
     # (b'·K,) new beam order
     index = (go[:, None] * n_live + parent[go].gather(1, pos)).reshape(-1)
     _reorder_rows(cache, "self_attn", index)
@@ -235,44 +258,43 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
                      beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None,
                      extra_len: int=50, start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX,
                      pad_idx: int=PAD_IDX, n_best: int|None=None,   # as `beam_search`
+                     early_stop: bool=False,                        # as `beam_search`
                      levers: SearchLevers|None=None,                # None: every lever on
                     ) -> tuple[torch.Tensor, torch.Tensor]: # as `beam_search` (scores to rounding)
     "`beam_search`, faster: tensor bookkeeping (one host sync per step) and the `SearchLevers`."
     levers, K = levers or SearchLevers(), _beam_count(beam_size, n_best)
-    B, dev = src.shape[0], src.device
+    B, dev, n = src.shape[0], src.device, n_best or 1
     if B == 0: return _no_sentences(n_best, dev)
     with torch.inference_mode() if levers.inference_mode else torch.no_grad():
         limit = search_limits(model, src_mask, max_new_tokens, extra_len)            # (B,)
         memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, K, start_symbol,
                                                          levers.one_beam_start)
         cache = KVCache(len(model.decoder.layers))
-        fin = torch.full((B, K + 1, int(limit.max())), pad_idx, dtype=torch.long, device=dev)
-        fin_len = torch.zeros(B, K + 1, dtype=torch.long, device=dev)                # (B, K + 1)
-        fin_score = torch.full((B, K + 1), -math.inf, dtype=torch.float64, device=dev)
-        n_fin = torch.zeros(B, dtype=torch.long, device=dev)                     # (B,)
+        fin = torch.full((B, K, int(limit.max())), pad_idx, dtype=torch.long, device=dev)
+        fin_len = torch.zeros(B, K, dtype=torch.long, device=dev)                    # (B, K)
+        fin_score = torch.full((B, K), -math.inf, dtype=torch.float64, device=dev)
         active, step = torch.arange(B, device=dev), 0
         while True:
             step, b = step + 1, active.shape[0]
-            # (b·n_live, d_model)
-            h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]
-            # (b·n_live, vocab)
-            logp = model.generator(h).float()
-            top, parent, tok = _candidates(scores, logp, K)                       # (b, 2K)
-            is_eos, at_limit = tok == end_symbol, step >= limit[active]           # (b, 2K), (b,)
+            h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·n_live, d_model)
+            logp = model.generator(h).float()                                 # (b·n_live, vocab)
+            top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K)
+            is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
             ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, length_penalty)
-            slot, norm = _record_finished(top[:, :K], ends, n_fin[active], lp, K)  # (b, K)
-            r, at = torch.arange(b, device=dev)[:, None], active[:, None]
+            norm = torch.where(ends, top[:, :K].double() / lp, -math.inf)     # (b, K) float64
+            r = torch.arange(b, device=dev)[:, None]
             hyp = torch.cat([seqs.view(b, n_live, -1)[r, parent[:, :K], 1:], tok[:, :K, None]], 2)
-            # (b, K, step)
-            fin[at, slot, :step], fin_len[at, slot], fin_score[at, slot] = hyp, step, norm
-            n_fin[active] += (slot < K).sum(1)
-            # the stop test: one host sync
-            go = (~(at_limit | (n_fin[active] >= K))).nonzero().squeeze(1)
+            _merge_finished(fin, fin_len, fin_score, active, hyp, norm, pad_idx)
+            alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
+            done = at_limit | search_done(alive[:, 0], fin_score[active, n - 1],
+                                          (fin_score[active] > -math.inf).sum(1), step,
+                                          limit[active], K, length_penalty, early_stop)
+            go = (~done).nonzero().squeeze(1)                     # the stop test: one host sync
             if go.shape[0] == 0: break
-            memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, top, parent, tok,
-                                                       is_eos, go, n_live, K, levers.lazy_cross)
+            memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, alive, pos, parent,
+                                                       tok, go, n_live, K, levers.lazy_cross)
             active, n_live = active[go], K
-        return _n_best(fin[:, :K], fin_len[:, :K], fin_score[:, :K], n_best)
+        return _n_best(fin, fin_len, fin_score, n_best)
 
 # %% ../nbs/14_decoding.ipynb #63de415b
 def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
@@ -290,8 +312,12 @@ def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
 _JOB = None   # in a forked worker: the job it started with (inherited, never pickled)
 
 def _worker_init(job: tuple):
-    "Start a forked worker: one thread (small models gain little from more), and its job."
+    "Start a forked worker: one thread (small models gain little from more), its job, quiet signals."
     global _JOB
+    # the parent's handlers (the CLI saves a checkpoint on SIGTERM) are not the worker's: the pool
+    # ends its workers with SIGTERM, and Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     _JOB = job
 
@@ -328,6 +354,7 @@ def decode_corpus(model: nn.Module,                # a `Transformer` in eval mod
                   sort: bool=True,                 # length-sorted batches (False: in input order)
                   n_best: int|None=None,           # per sentence a list of (score, ids), best first
                   levers: SearchLevers|None=None,  # `fast_beam_search`'s levers; None: all on
+                  early_stop: bool=False,          # stop at K finished, not by the exact rule
                  ) -> list:                        # per sentence, in input order: ids or a list
     "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
     if levers is not None and not fast:
@@ -338,7 +365,7 @@ def decode_corpus(model: nn.Module,                # a `Transformer` in eval mod
     if sort: order.sort(key=lambda i: len(sources[i]))
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
     kw = dict(beam_size=beam_size, length_penalty=length_penalty, extra_len=extra_len,
-              n_best=n_best)
+              n_best=n_best, early_stop=early_stop)
     job = (model, sources, {**kw, "levers": levers} if fast else kw, pad, device, fast)
     results: list = [[] for _ in sources]
     from tqdm.auto import tqdm

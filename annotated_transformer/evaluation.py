@@ -100,7 +100,7 @@ def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
         out.append(ids)
     return out, cut
 
-# %% ../nbs/15_evaluation.ipynb #3ff89cbc
+# %% ../nbs/15_evaluation.ipynb #3beb54b3
 def _encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequence[str],
                   warn: Callable[[str], None]|None,
                  ) -> tuple[list[int], list[list[int]]]: # indices of the non-blank lines; their ids
@@ -114,6 +114,7 @@ def _encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequen
                  f"tokens; translating its first {max_len - 2}")
     return todo, ids
 
+# %% ../nbs/15_evaluation.ipynb #3ff89cbc
 def translate(model: nn.Module,                # a trained `Transformer` in eval mode
               codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
               sentences: Sequence[str],        # raw source sentences
@@ -122,11 +123,13 @@ def translate(model: nn.Module,                # a trained `Transformer` in eval
               batch_size: int=64,              # sentences decoded together
               progress: bool=False,            # tqdm bar on stderr
               warn: Callable[[str], None]|None=None, # receives a message per truncated sentence
+              early_stop: bool=False,          # stop at K finished, not by the exact rule (chapter 14)
              ) -> list[str]:                   # detokenized translations, "" for blank input
     "Translate raw sentences with beam search (§6.1) and detokenize."
     sentences = list(sentences)
     todo, ids = _encode_lines(model, codec, sentences, warn)
-    hyps = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress)
+    hyps = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress,
+                         early_stop=early_stop)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
@@ -135,10 +138,12 @@ def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translat
                   pairs: Sequence[tuple[str, str]],            # (source, reference) raw pairs
                   beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
                   progress: bool=False,
+                  early_stop: bool=False, # as in `translate`
                  ) -> tuple[BleuResult, list[str]]:            # the score and the hypotheses
     "Translate the source side of `pairs` and score it against the raw references with sacreBLEU."
     sources = [s for s, _ in pairs]
-    hyps = translate(model, codec, sources, beam_size, length_penalty, batch_size, progress)
+    hyps = translate(model, codec, sources, beam_size, length_penalty, batch_size, progress,
+                     early_stop=early_stop)
     return corpus_bleu(hyps, [t for _, t in pairs]), hyps
 
 # %% ../nbs/15_evaluation.ipynb #f4d3e871
@@ -151,12 +156,13 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
                     n_best: int,               # translations per sentence (the beam widens to it)
                     beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
                     warn: Callable[[str], None]|None=None, progress: bool=False, # as in `translate`
+                    early_stop: bool=False, # as in `translate`
                    ) -> list[list[tuple[float, str]]]: # per sentence (score, text), best first
     "The `n_best` translations of each raw sentence, with their scores; [] for a blank line."
     sentences = list(sentences)
     todo, ids = _encode_lines(model, codec, sentences, warn)
     lists = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress,
-                          n_best=n_best)
+                          n_best=n_best, early_stop=early_stop)
     out = [[] for _ in sentences]
     for i, hyps in zip(todo, lists): out[i] = [(s, codec.decode_tgt(h)) for s, h in hyps]
     return out
@@ -166,6 +172,7 @@ def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `transla
                sets: dict[str, Sequence[tuple[str, str]]],      # name -> (source, reference) pairs
                beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
                progress: bool=False,
+               early_stop: bool=False, # as in `translate`
               ) -> list[dict]:  # per set: its row (see above), with the hypotheses
     "Translate and score each set with sacreBLEU's BLEU and chrF: a row per set, in order."
     rows = []
@@ -174,7 +181,7 @@ def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `transla
         if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
         t = time.perf_counter()
         bleu, hyps = evaluate_bleu(model, codec, pairs, beam_size, length_penalty, batch_size,
-                                   progress)
+                                   progress, early_stop=early_stop)
         seconds = time.perf_counter() - t
         chrf = corpus_chrf(hyps, [r for _, r in pairs])
         rows.append({"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,
