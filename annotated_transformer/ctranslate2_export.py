@@ -13,7 +13,7 @@ import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
-from .decoding import length_normalization, decode_corpus, SearchLevers
+from .decoding import length_normalization, decode_corpus, SearchLevers, pack_linears
 from .data import sentence_ids
 from .evaluation import encode_sources, translate, corpus_bleu
 from .checkpoints import load_checkpoint, model_from_checkpoint
@@ -324,6 +324,7 @@ def _engines(model, codec, ids, ct2_dir, threads, beam_size, length_penalty, bat
     kw, ml = (dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size),
               model.config.max_len)
     q = quantize_int8(model) if int8_ours else None
+    model = pack_linears(model)                  # float32 as the command line runs it (chapter 14)
     ct2 = lambda ct, intra, inter: (
         lambda tr: lambda: decode_ctranslate2(tr[0], codec, ids, max_len=ml, **kw))(
         load_ctranslate2(ct2_dir, compute_type=ct, intra_threads=intra, inter_threads=inter))
@@ -357,6 +358,7 @@ def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
     "Single-sentence `translate`, one thread, ours and CTranslate2 float32 in turn: p50, p90 in ms."
     info = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2],
             {"max_len": model.config.max_len})
+    model = pack_linears(model)                  # as the command line opens it on a CPU
     runs = {"ours fp32": lambda s: translate(model, codec, [s], beam_size, length_penalty),
             "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, length_penalty,
                                                            translator=info)}
@@ -374,7 +376,8 @@ def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
 
 # %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
 LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1",
-          "cross-attention rows kept", "inference_mode", "int8 linear layers")
+          "cross-attention rows kept", "inference_mode", "packed linear layers (oneDNN)",
+          "int8 linear layers")
 
 def _lever_off(name: str) -> dict:
     "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
@@ -387,10 +390,12 @@ def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
             repeats) -> list[dict]:
     "Each lever on (the rest on too) vs off, one thread, interleaved: speed-up, same ids, BLEU."
     kw = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
-    on, q, rows = lambda: decode_corpus(model, ids, **kw), quantize_int8(model), []
+    q, packed, rows = quantize_int8(model), pack_linears(model), []
+    on = lambda: decode_corpus(packed, ids, **kw)
     for name in LEVERS:
         if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **kw), on
-        else: a, b = on, lambda name=name: decode_corpus(model, ids, **kw, **_lever_off(name))
+        elif name.startswith("packed"): a, b = on, lambda: decode_corpus(model, ids, **kw)
+        else: a, b = on, lambda name=name: decode_corpus(packed, ids, **kw, **_lever_off(name))
         r = _interleaved({"on": _with_threads(1, a), "off": _with_threads(1, b)}, repeats)
         (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]
         rows.append({"lever": name, "exact": name != "int8 linear layers",

@@ -6,11 +6,12 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
-import math, signal, sys
+import copy, math, signal, sys
 from dataclasses import dataclass
 from typing import Sequence
 import torch
 from torch import nn
+import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .encoder_decoder import KVCache
 from .model import greedy_decode
@@ -18,7 +19,7 @@ from .data import sentence_ids
 
 # %% auto #0
 __all__ = ['length_normalization', 'search_limits', 'search_done', 'beam_search', 'SearchLevers', 'fast_beam_search',
-           'decode_corpus']
+           'PackedLinear', 'pack_linears', 'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
@@ -123,7 +124,7 @@ def search_done(best_live: torch.Tensor,  # (b,) total log-prob of each sentence
         min=length_normalization(step + 1, length_penalty))
     return (nth_best > -math.inf) & (best_live.double() / lp_max <= nth_best)
 
-# %% ../nbs/14_decoding.ipynb #564094c9
+# %% ../nbs/14_decoding.ipynb #ee7e6bbb
 def _finished_stats(finished: list[list], active: list[int], n: int, dev,
                    ) -> tuple[torch.Tensor, torch.Tensor]: # (b,) float64 and (b,) int64
     "Of each active sentence: its n-th best finished score (-inf: fewer than n), and how many."
@@ -132,6 +133,7 @@ def _finished_stats(finished: list[list], active: list[int], n: int, dev,
     return (torch.tensor(nth, dtype=torch.float64, device=dev),
             torch.tensor([len(f) for f in fs], device=dev))
 
+# %% ../nbs/14_decoding.ipynb #564094c9
 @torch.no_grad()
 def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transformer`) in eval mode
                 src: torch.Tensor,         # (batch, src_len) int64 source ids
@@ -295,6 +297,42 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
                                                        tok, go, n_live, K, levers.lazy_cross)
             active, n_live = active[go], K
         return _n_best(fin, fin_len, fin_score, n_best)
+
+# %% ../nbs/14_decoding.ipynb #202626d6
+_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+class PackedLinear(nn.Linear):
+    "An `nn.Linear` whose CPU inference multiplies by a oneDNN-packed copy of its weight."
+    def __init__(self, linear: nn.Linear,      # the layer: its Parameters are kept, not copied
+                 compute_dtype=torch.float32): # float32: the same math; bfloat16: approximate
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias, self.compute_dtype = linear.weight, linear.bias, compute_dtype
+        self._packed = self._version = None   # the packed weight and bias, and their versions
+
+    def forward(self, x: torch.Tensor, # (..., in_features)
+               ) -> torch.Tensor:      # (..., out_features), x's dtype
+        w, b, cd = self.weight, self.bias, self.compute_dtype
+        if (not _ONEDNN or torch.is_grad_enabled() or x.device.type != "cpu"
+                or x.dtype != torch.float32 or w.dtype != torch.float32):
+            return F.linear(x, w, b)
+        version = (w._version, None if b is None else b._version)
+        if self._version != version:                  # new, or changed in place since
+            self._packed = (torch.ops.mkldnn._reorder_linear_weight(w.detach().to(cd)),
+                            None if b is None else b.detach().to(cd))
+            self._version = version
+        y = torch.ops.mkldnn._linear_pointwise(x.to(cd), *self._packed, "none", [], "")
+        return y.to(x.dtype)
+
+def pack_linears(model: nn.Module,          # a copy is returned; `model` itself is unchanged
+                 compute_dtype=torch.float32, # bfloat16: where the CPU has it (AVX512-BF16, AMX)
+                ) -> nn.Module:
+    "A copy of `model` whose `nn.Linear` layers are `PackedLinear`s: faster CPU inference."
+    model = copy.deepcopy(model)
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear: setattr(parent, name, PackedLinear(child, compute_dtype))
+    return model
 
 # %% ../nbs/14_decoding.ipynb #63de415b
 def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
