@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
+from .runtime import bf16_native
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
 from .decoding import length_normalization, decode_corpus, SearchLevers, pack_linears
 from .data import sentence_ids
@@ -324,6 +325,8 @@ def _engines(model, codec, ids, ct2_dir, threads, beam_size, length_penalty, bat
     kw, ml = (dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size),
               model.config.max_len)
     q = quantize_int8(model) if int8_ours else None
+    # bf16 where the CPU computes it (AVX512-BF16, AMX): approximate, as int8; CTranslate2 has none
+    b16 = pack_linears(model, torch.bfloat16) if bf16_native() else None
     model = pack_linears(model)                  # float32 as the command line runs it (chapter 14)
     ct2 = lambda ct, intra, inter: (
         lambda tr: lambda: decode_ctranslate2(tr[0], codec, ids, max_len=ml, **kw))(
@@ -335,6 +338,9 @@ def _engines(model, codec, ids, ct2_dir, threads, beam_size, length_penalty, bat
         if q is not None:
             out[f"ours int8, {t} thr"] = (dict(engine="ours", compute="int8", threads=t, workers=1),
                                           _with_threads(t, lambda: decode_corpus(q, ids, **kw)))
+        if b16 is not None:
+            out[f"ours bf16, {t} thr"] = (dict(engine="ours", compute="bfloat16", threads=t, workers=1),
+                                          _with_threads(t, lambda: decode_corpus(b16, ids, **kw)))
         for ct in ("float32", "int8"):
             out[f"CT2 {ct}, {t} thr"] = (
                 dict(engine="ctranslate2", compute=ct, threads=t, workers=1), ct2(ct, t, 1))
@@ -411,7 +417,8 @@ def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
 def _environment() -> dict:
     "What the numbers depend on: CPU, vector extensions as torch sees them, threads, versions."
     import platform, ctranslate2
-    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_count": os.cpu_count(),
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "bf16": "native" if bf16_native() else "emulated", "cpu_count": os.cpu_count(),
             "cpu": platform.processor() or platform.machine(),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "ctranslate2": ctranslate2.__version__, "python": platform.python_version(),
@@ -488,7 +495,7 @@ def bench_table(result: dict, # from `bench_translation` (or its JSON)
     "The benchmark as Markdown tables, ratios against CTranslate2 float32 on as many cores."
     L = [f"{result['sentences']} sentences, beam {result['beam_size']}, "
          f"α {result['length_penalty']}, batch {result['batch_size']}; "
-         f"CPU {result['cpu_capability']}, {result['cpu_count']} cores; "
+         f"CPU {result['cpu_capability']} (bf16 {result.get('bf16', '?')}), {result['cpu_count']} cores; "
          f"torch {result['torch']}, CTranslate2 {result['ctranslate2']}", "",
          "| engine | cores | sentences/s | tokens/s | × CT2 fp32 (same layout) "
          "| × CT2 fp32 (its best) | BLEU |",

@@ -133,6 +133,17 @@ def _finished_stats(finished: list[list], active: list[int], n: int, dev,
     return (torch.tensor(nth, dtype=torch.float64, device=dev),
             torch.tensor([len(f) for f in fs], device=dev))
 
+def _beam_start(model, src, src_mask, K: int, start_symbol: int,
+               ) -> tuple:   # memory, mask (batch·K, src_len, …), seqs (batch·K, 1), scores (batch, K)
+    "Encode once, memory repeated K times; K `<s>` beams per sentence, only the first one live."
+    B, dev = src.shape[0], src.device
+    rows = torch.arange(B, device=dev).repeat_interleave(K)             # (batch·K,) each row's sentence
+    memory, mask = model.encode(src, src_mask)[rows], src_mask[rows]    # (batch·K, src_len, …)
+    seqs = torch.full((B * K, 1), start_symbol, dtype=torch.long, device=dev)  # live beams, BOS first
+    scores = torch.full((B, K), -math.inf, device=dev)                  # sum of log-probs
+    scores[:, 0] = 0.0                                                  # one live beam at first
+    return memory, mask, seqs, scores
+
 # %% ../nbs/14_decoding.ipynb #564094c9
 @torch.no_grad()
 def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transformer`) in eval mode
@@ -142,9 +153,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
                 length_penalty: float=0.6, # length-penalty α (§6.1: 0.6)
                 max_new_tokens: int|None=None, # tokens at most; None: source length + extra_len
                 extra_len: int=50,         # §6.1: input length + 50
-                start_symbol: int=BOS_IDX,
-                end_symbol: int=EOS_IDX,
-                pad_idx: int=PAD_IDX,
+                start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_idx: int=PAD_IDX,
                 n_best: int|None=None,     # hypotheses per sentence, best first; None: the best one
                 early_stop: bool=False,    # stop at K finished instead of the exact rule
                ) -> tuple[torch.Tensor, torch.Tensor]: # ids (batch, [n,] out_len); (batch, [n])
@@ -152,12 +161,8 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
     K, B, dev = _beam_count(beam_size, n_best), src.shape[0], src.device
     if B == 0: return _no_sentences(n_best, dev)
     limit = search_limits(model, src_mask, max_new_tokens, extra_len)  # (batch,)
-    rows = torch.arange(B, device=dev).repeat_interleave(K)            # (batch·K,) sentence of each row
-    memory, mask = model.encode(src, src_mask)[rows], src_mask[rows]    # (batch·K, src_len, …)
+    memory, mask, seqs, scores = _beam_start(model, src, src_mask, K, start_symbol)
     cache = KVCache(len(model.decoder.layers))
-    seqs = torch.full((B * K, 1), start_symbol, dtype=torch.long, device=dev)  # live beams, BOS first
-    scores = torch.full((B, K), -math.inf, device=dev)                  # sum of log-probs
-    scores[:, 0] = 0.0                                                  # one live beam at first
     finished, active, step = [[] for _ in range(B)], list(range(B)), 0  # per sentence: (score, tokens)
     while active:
         step, b = step + 1, len(active)
@@ -197,6 +202,12 @@ def _reorder_rows(cache: KVCache, # a decoder's cache
         d = layer[part]
         for name, t in d.items(): d[name] = t.index_select(0, index)
 
+def _no_finished(B: int, K: int, max_len: int, pad_idx: int, dev) -> tuple:
+    "Empty finished slots: tokens (B, K, max_len) all PAD, lengths (B, K) 0, scores (B, K) -inf."
+    return (torch.full((B, K, max_len), pad_idx, dtype=torch.long, device=dev),
+            torch.zeros(B, K, dtype=torch.long, device=dev),
+            torch.full((B, K), -math.inf, dtype=torch.float64, device=dev))
+
 def _merge_finished(fin: torch.Tensor,       # (B, K, max_len) each sentence's K best, best first
                     fin_len: torch.Tensor,   # (B, K) int64 their lengths (0: an empty slot)
                     fin_score: torch.Tensor, # (B, K) float64 their scores (-inf: an empty slot)
@@ -213,6 +224,19 @@ def _merge_finished(fin: torch.Tensor,       # (B, K, max_len) each sentence's K
     toks = torch.cat([fin[active], new], 1).gather(1, order[..., None].expand(-1, -1, fin.shape[2]))
     lens = torch.cat([fin_len[active], (norm > -math.inf).long() * step], 1).gather(1, order)
     fin[active], fin_len[active], fin_score[active] = toks, lens, score.gather(1, order)
+
+# %% ../nbs/14_decoding.ipynb #a051c1a8
+def _fast_finish(fin, fin_len, fin_score, active, # as `_merge_finished`
+                 seqs: torch.Tensor,      # (b·n_live, step) live beams, BOS first
+                 top, parent, tok,        # (b, 2K) the best candidates, their origin
+                 ends: torch.Tensor,      # (b, K) bool: the top-K candidate ends (EOS, or the limit)
+                 lp: float, pad_idx: int):
+    "Merge the top-K candidates that end, with their normalised scores, into the finished ones."
+    (b, K), n_live = ends.shape, seqs.shape[0] // ends.shape[0]
+    norm = torch.where(ends, top[:, :K].double() / lp, -math.inf)     # (b, K) float64
+    r = torch.arange(b, device=seqs.device)[:, None]
+    hyp = torch.cat([seqs.view(b, n_live, -1)[r, parent[:, :K], 1:], tok[:, :K, None]], 2)
+    _merge_finished(fin, fin_len, fin_score, active, hyp, norm, pad_idx)
 
 # %% ../nbs/14_decoding.ipynb #1384cdc3
 def _fast_start(model, src, src_mask, K: int, start_symbol: int,
@@ -272,21 +296,16 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
         memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, K, start_symbol,
                                                          levers.one_beam_start)
         cache = KVCache(len(model.decoder.layers))
-        fin = torch.full((B, K, int(limit.max())), pad_idx, dtype=torch.long, device=dev)
-        fin_len = torch.zeros(B, K, dtype=torch.long, device=dev)                    # (B, K)
-        fin_score = torch.full((B, K), -math.inf, dtype=torch.float64, device=dev)
+        fin, fin_len, fin_score = _no_finished(B, K, int(limit.max()), pad_idx, dev)
         active, step = torch.arange(B, device=dev), 0
         while True:
-            step, b = step + 1, active.shape[0]
+            step += 1
             h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·n_live, d_model)
             logp = model.generator(h).float()                                 # (b·n_live, vocab)
             top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K)
             is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
             ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, length_penalty)
-            norm = torch.where(ends, top[:, :K].double() / lp, -math.inf)     # (b, K) float64
-            r = torch.arange(b, device=dev)[:, None]
-            hyp = torch.cat([seqs.view(b, n_live, -1)[r, parent[:, :K], 1:], tok[:, :K, None]], 2)
-            _merge_finished(fin, fin_len, fin_score, active, hyp, norm, pad_idx)
+            _fast_finish(fin, fin_len, fin_score, active, seqs, top, parent, tok, ends, lp, pad_idx)
             alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
             done = at_limit | search_done(alive[:, 0], fin_score[active, n - 1],
                                           (fin_score[active] > -math.inf).sum(1), step,
@@ -318,9 +337,11 @@ class PackedLinear(nn.Linear):
             return F.linear(x, w, b)
         version = (w._version, None if b is None else b._version)
         if self._version != version:                  # new, or changed in place since
-            self._packed = (torch.ops.mkldnn._reorder_linear_weight(w.detach().to(cd)),
-                            None if b is None else b.detach().to(cd))
+            try: packed = torch.ops.mkldnn._reorder_linear_weight(w.detach().to(cd))
+            except RuntimeError: packed = None        # this CPU's oneDNN cannot: F.linear instead
+            self._packed = packed, None if b is None else b.detach().to(cd)
             self._version = version
+        if self._packed[0] is None: return F.linear(x, w, b)
         y = torch.ops.mkldnn._linear_pointwise(x.to(cd), *self._packed, "none", [], "")
         return y.to(x.dtype)
 
