@@ -547,6 +547,7 @@ def _open(args):
     device = default_device(args.device)
     model, codec, info = open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
     # on a CPU, linear layers multiply by oneDNN-packed weights (chapter 14): faster, same math
+    # to rounding (ids agree but where a near-tie decides)
     return (pack_linears(model) if device.type == "cpu" else model), codec, info
 
 # %% ../nbs/92_cli.ipynb #8ff2d0ff

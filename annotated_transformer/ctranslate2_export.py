@@ -14,7 +14,8 @@ from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
 from .runtime import bf16_native
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
-from .decoding import length_normalization, decode_corpus, SearchLevers, pack_linears
+from .decoding import (length_normalization, decode_corpus, SearchLevers,
+                                            pack_linears, PackedLinear)
 from .data import sentence_ids
 from .evaluation import encode_sources, translate, corpus_bleu
 from .checkpoints import load_checkpoint, model_from_checkpoint
@@ -284,6 +285,9 @@ def quantize_int8(
 ) -> Transformer:       # a copy whose linear layers compute in int8 (dynamic quantization)
     "Ours in int8, approximately: PyTorch's dynamic quantization of the linear layers, per channel."
     import copy, warnings
+    if any(isinstance(m, PackedLinear) for m in model.modules()):
+        raise TypeError("quantize_int8 needs the model's nn.Linear layers, not PackedLinear: "
+                        "quantize the model before pack_linears")
     with warnings.catch_warnings():
         # torch.ao.quantization is deprecated in favour of torchao
         warnings.simplefilter("ignore")

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
-import copy, math, signal, sys
+import copy, math, signal, sys, warnings
 from dataclasses import dataclass
 from typing import Sequence
 import torch
@@ -91,7 +91,7 @@ def _beam_count(beam_size: int, n_best: int|None) -> int:
     if n_best is not None and n_best < 1: raise ValueError(f"n_best={n_best} must be at least 1")
     return max(beam_size, n_best or 0)
 
-def _n_best(hyps: torch.Tensor,    # (b, K, len) int64 finished hypotheses, in finishing order
+def _n_best(hyps: torch.Tensor,    # (b, K, len) int64 finished hypotheses (slots)
             lengths: torch.Tensor, # (b, K) int64 tokens of each (0: an empty slot)
             scores: torch.Tensor,  # (b, K) float64 normalised scores (-inf: an empty slot)
             n_best: int|None,      # hypotheses per sentence; None: the best, without the n dim
@@ -327,32 +327,50 @@ class PackedLinear(nn.Linear):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias, self.compute_dtype = linear.weight, linear.bias, compute_dtype
-        self._packed = self._version = None   # the packed weight and bias, and their versions
+        self._packed = self._packed_key = None   # the packed weight and bias; what they were packed from
+
+    def _key(self) -> tuple: # changes with the weight and bias: storage, dtype, in-place changes
+        return tuple(None if t is None else (t.data_ptr(), t.dtype, -1 if t.is_inference() else t._version)
+                     for t in (self.weight, self.bias))
+
+    def pack(self) -> bool: # False: this CPU's oneDNN cannot pack it, and `F.linear` does the work
+        "Pack the weight (and cast the bias) for oneDNN, unless that is done for these values."
+        if self._packed_key != (key := self._key()):
+            w, b, cd = self.weight.detach(), self.bias, self.compute_dtype
+            try: packed = torch.ops.mkldnn._reorder_linear_weight(w.to(cd))
+            except RuntimeError:
+                packed = None
+                warnings.warn(f"oneDNN cannot pack a {cd} weight on this CPU: F.linear in {w.dtype} instead")
+            self._packed, self._packed_key = (packed, None if b is None else b.detach().to(cd)), key
+        return self._packed[0] is not None
 
     def forward(self, x: torch.Tensor, # (..., in_features)
                ) -> torch.Tensor:      # (..., out_features), x's dtype
-        w, b, cd = self.weight, self.bias, self.compute_dtype
-        if (not _ONEDNN or torch.is_grad_enabled() or x.device.type != "cpu"
-                or x.dtype != torch.float32 or w.dtype != torch.float32):
-            return F.linear(x, w, b)
-        version = (w._version, None if b is None else b._version)
-        if self._version != version:                  # new, or changed in place since
-            try: packed = torch.ops.mkldnn._reorder_linear_weight(w.detach().to(cd))
-            except RuntimeError: packed = None        # this CPU's oneDNN cannot: F.linear instead
-            self._packed = packed, None if b is None else b.detach().to(cd)
-            self._version = version
-        if self._packed[0] is None: return F.linear(x, w, b)
-        y = torch.ops.mkldnn._linear_pointwise(x.to(cd), *self._packed, "none", [], "")
+        w = self.weight
+        if (not _ONEDNN or not torch.backends.mkldnn.enabled or torch.is_grad_enabled()
+                or not (x.is_cpu and w.is_cpu) or x.dtype != torch.float32 or w.dtype != torch.float32
+                or not self.pack()):
+            return F.linear(x, w, self.bias)
+        y = torch.ops.mkldnn._linear_pointwise(x.to(self.compute_dtype), *self._packed, "none", [], "")
         return y.to(x.dtype)
 
+    def __getstate__(self): # copies and pickles leave the packed weight out (opaque to both)
+        return {**self.__dict__, "_packed": None, "_packed_key": None}
+
+# %% ../nbs/14_decoding.ipynb #fbbe1259
 def pack_linears(model: nn.Module,          # a copy is returned; `model` itself is unchanged
                  compute_dtype=torch.float32, # bfloat16: where the CPU has it (AVX512-BF16, AMX)
                 ) -> nn.Module:
-    "A copy of `model` whose `nn.Linear` layers are `PackedLinear`s: faster CPU inference."
+    "A copy of `model` whose `nn.Linear` layers are `PackedLinear`s, packed: faster CPU inference."
     model = copy.deepcopy(model)
+    if type(model) is nn.Linear: model = PackedLinear(model, compute_dtype)
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is nn.Linear: setattr(parent, name, PackedLinear(child, compute_dtype))
+    with torch.no_grad():   # now, so that forked workers share the packed weights copy-on-write
+        for m in model.modules():
+            if isinstance(m, PackedLinear) and _ONEDNN and m.weight.is_cpu:
+                if m.weight.dtype == torch.float32: m.pack()
     return model
 
 # %% ../nbs/14_decoding.ipynb #63de415b

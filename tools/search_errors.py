@@ -83,7 +83,7 @@ def main():
     tol = 1e-4   # two re-scorings of the same ids are the same computation; 1e-4 nats only absorbs batch padding
     errors = [i for i in differ if s_ct2[i] > s_ours[i] + tol]
     res = {"command": "python " + " ".join(map(shlex.quote, sys.argv)),
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+           "commit": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip(),
            "hardware": hardware_summary(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
            "torch": torch.__version__, "model": a.model, "split": a.split, "sentences": len(ids), **kw,
            "different_hypotheses": len(differ), "search_errors": len(errors),
