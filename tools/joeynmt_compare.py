@@ -127,6 +127,14 @@ def our_recipe(name: str) -> dict:
     c = get_config(r.model, dropout=r.dropout, **r.model_overrides)
     return {"recipe": r.to_dict(), "model": c.to_dict()}
 
+def child_setup(cpu: int | None):
+    "For the trainer's process: SIGINT at its default (a shell's background job inherits it ignored, and then "
+    "JoeyNMT never sees the Ctrl-C that makes it save), and pinned to one CPU if asked."
+    def setup():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if cpu is not None: os.sched_setaffinity(0, {cpu})
+    return setup
+
 def stop_after(proc: subprocess.Popen, seconds: float, sig: int, grace: float = 300) -> dict:
     "Wait `seconds` (or the process's end), send `sig`, wait `grace` for it to save and exit, then SIGKILL."
     t0 = time.time()
@@ -308,7 +316,7 @@ def cmd_run_joey(a):
     print("+", " ".join(f"{k}={v}" for k, v in thread_env(T).items()), shlex.join(cmd), flush=True)
     t0 = time.time()
     with open(run_dir / "train.out", "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=child_setup(a.cpu))
         stop = stop_after(proc, M * 60, signal.SIGINT)   # JoeyNMT saves latest.ckpt on KeyboardInterrupt
     wall = time.time() - t0
     model_dir = run_dir / "model"
@@ -374,7 +382,7 @@ def cmd_run_ours(a):
     print("+", " ".join(f"{k}={v}" for k, v in thread_env(T).items()), shlex.join(cmd), flush=True)
     t0 = time.time()
     with open(run_dir / "train.out", "w") as out, open(run_dir / "train.log", "w") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, preexec_fn=child_setup(a.cpu))
         stop = stop_after(proc, M * 60, signal.SIGTERM)   # the CLI saves a checkpoint and exits
     wall = time.time() - t0
     ck_path = latest_checkpoint(ckpt_dir)
@@ -469,6 +477,8 @@ def main(argv=None):
         s.add_argument("--threads", type=int, required=True)
         s.add_argument("--run-dir", default=None, help="default WORK/runs/ENGINE-Mmin-Tthr")
         s.add_argument("--out", default=None, help="the JSON (default RUN_DIR/result.json)")
+        s.add_argument("--cpu", type=int, default=None, help="pin the trainer to this CPU (e.g. to run both at once, "
+                       "one per core; default: not pinned)")
         if name == "run-ours":
             s.add_argument("--recipe", default="small")
             s.add_argument("--seed", type=int, default=0)
