@@ -27,6 +27,7 @@ from .attention_maps import KINDS, save_attention_maps
 from .performance import run_benchmarks, format_report
 from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_translation,
     bench_table)
+from .onnx_export import export_onnx
 from .pretrained import export_model, open_translator
 from .decoding import pack_linears
 
@@ -308,16 +309,17 @@ def _add_variations(sub):
     return v
 
 def _add_export(sub):
-    e = sub.add_parser("export", help="write a model folder (safetensors) or a CTranslate2 folder "
-                                      "from a "
-                                      "checkpoint or a model",
+    e = sub.add_parser("export", help="write a model folder (safetensors), a CTranslate2 folder "
+                                      "or an ONNX folder from a checkpoint or a model",
                        description="Export a training checkpoint as a model folder (--format "
                                    "safetensors, chapter 32), or a checkpoint or model as a "
                                    "CTranslate2 "
                                    "folder (--format ctranslate2; needs pip install "
-                                   "'annotated-transformer[ctranslate2]').")
-    _add_model(e, "(--format ctranslate2 only)", required=True)
-    e.add_argument("--format", choices=("safetensors", "ctranslate2"), default="safetensors",
+                                   "'annotated-transformer[ctranslate2]'), or as ONNX graphs "
+                                   "for ONNX Runtime and the browser (--format onnx; needs pip "
+                                   "install 'annotated-transformer[onnx]').")
+    _add_model(e, "(--format ctranslate2 or onnx)", required=True)
+    e.add_argument("--format", choices=("safetensors", "ctranslate2", "onnx"), default="safetensors",
                    help="the kind of folder to write (default: safetensors)")
     e.add_argument("--output", required=True, metavar="FOLDER",
                    help="the folder to write; an earlier export there is replaced")
@@ -325,6 +327,8 @@ def _add_export(sub):
                    choices=("int8", "int8_float32", "int16", "float16", "bfloat16"),
                    default=None, help="CTranslate2's weight type (default: float32; int8 and "
                                       "int8_float32 run on any x86 CPU)")
+    e.add_argument("--no-attention", action="store_true",
+                   help="--format onnx: leave the attention weights out of the graphs' outputs")
     return e
 
 class _Parser(argparse.ArgumentParser):
@@ -715,7 +719,11 @@ def export_command(args) -> int:
         try: out = export_ctranslate2(source, args.output, quant)
         # the command line reports it as an error
         except ImportError as e: raise RuntimeError(str(e)) from None
-    else: raise ValueError(f"--format {fmt!r}: expected safetensors or ctranslate2")
+    elif fmt == "onnx":
+        if quant: raise ValueError(f"--quantization {quant} applies to --format ctranslate2 only")
+        try: out = export_onnx(source, args.output, attention=not args.no_attention)
+        except ImportError as e: raise RuntimeError(str(e)) from None
+    else: raise ValueError(f"--format {fmt!r}: expected safetensors, ctranslate2 or onnx")
     print(f"wrote {out}")
     return 0
 

@@ -290,7 +290,27 @@ def render_site(proc: Path, out: Path, notebooks: list[str] | None = None) -> li
         h = h.replace("<body>", '<body>\n<div class="layout">', 1).replace("</body>", "</div>\n</body>", 1)
         (out / c.page.html).write_text(h, encoding="utf-8")
     (out / ".after.html").unlink(missing_ok=True)
+    browser_assets(out)
     return pages
+
+
+STUB_JS = """// The live translator's bundle is not built in this preview (the site's deploy workflow builds it).
+document.querySelectorAll('#at-translate').forEach(el => {
+  el.dataset.state = 'unbuilt';
+  el.insertAdjacentHTML('beforeend', '<p>The live translator is not built in this preview: run ' +
+    '<code>npm ci &amp;&amp; npm run build</code> in <code>web/</code>, then render again.</p>');
+});
+"""
+
+
+def browser_assets(out: Path, dist: Path = ROOT / "web" / "dist"):
+    "The page's bundle in `out/browser/`: the built one (web/dist) if there is one, else a stub that says so."
+    target = out / "browser"
+    target.mkdir(parents=True, exist_ok=True)
+    if (dist / "translate.js").is_file():
+        for f in dist.iterdir():
+            if f.is_file(): (target / f.name).write_bytes(f.read_bytes())
+    else: (target / "translate.js").write_text(STUB_JS, encoding="utf-8")
 
 
 def process(root: Path = ROOT, n_workers: int = 2) -> Path:
