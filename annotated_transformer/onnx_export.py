@@ -20,8 +20,8 @@ from .ctranslate2_export import _resolve
 
 # %% auto #0
 __all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'export_copy', 'EncoderGraph', 'DecoderStepGraph',
-           'graph_greedy', 'trace_graphs', 'export_onnx', 'OnnxTranslator', 'teacher_forced', 'parting_gap',
-           'agreement_table']
+           'graph_greedy', 'trace_graphs', 'export_onnx', 'OnnxTranslator', 'teacher_forced', 'OnnxModel',
+           'parting_gap', 'agreement_table']
 
 # %% ../nbs/35_onnx_export.ipynb #40cd32b1
 def export_copy(model: Transformer,     # a trained model
@@ -41,7 +41,8 @@ class EncoderGraph(nn.Module):
         super().__init__()
         self.model = model
     def forward(self, src: torch.Tensor,   # (batch, src_len) int64 ids, <pad> after </s>
-               ):  # cross_k, cross_v (layers, batch, heads, src_len, d_k); enc_attn (…, src_len)
+               # cross_k, cross_v (layers, batch, heads, src_len, d_k);
+               ):  # enc_attn (layers, batch, heads, src_len, src_len)
         m = self.model
         memory = EncoderDecoder.encode(m, src, padding_mask(src, m.config.pad_idx))
         ks, vs = [], []
@@ -289,6 +290,31 @@ def teacher_forced(model, tgt_ids: list[int], src_ids: list[int],
         rows.append(lp[0])
     return np.stack(rows)
 
+# %% ../nbs/35_onnx_export.ipynb #7e53c470
+class OnnxModel(nn.Module):
+    "`OnnxTranslator` as chapter 14's searches see a model: encode, decode on a cache, generator."
+    def __init__(self, onnx_model: OnnxTranslator, config):  # config: the exported model's
+        super().__init__()
+        self.onnx, self.config, self.generator = onnx_model, config, nn.Identity()
+        self.decoder = nn.Module()
+        self.decoder.layers = [None]            # one cache entry holds every layer's keys, values
+        self.register_buffer("anchor", torch.zeros(0))   # the device that `decode_corpus` reads
+    def parameters(self, recurse=True): yield self.anchor
+    def encode(self, src, src_mask):  # -> (batch, 2, layers, heads, src_len, d_k) cross K and V
+        k, v = self.onnx.encoder(src.cpu().numpy())[:2]
+        return torch.from_numpy(np.stack([k, v])).permute(2, 0, 1, 3, 4, 5)
+    def decode(self, memory, src_mask, tgt, tgt_mask, cache):  # -> (batch, 1, vocab) log-probs
+        pad, entry = self.config.pad_idx, cache.layers[0]["self_attn"]
+        src = torch.where(src_mask[:, 0, 0], pad + 1, pad).numpy()  # ids the graph's mask reads
+        cross = memory.permute(1, 2, 0, 3, 4, 5).contiguous().numpy()   # (2, layers, batch, …)
+        n, B, H, d_k = cross.shape[1], cross.shape[2], cross.shape[3], cross.shape[5]
+        past = [entry[x].transpose(0, 1).contiguous().numpy() if x in entry
+                else np.zeros((n, B, H, 0, d_k), np.float32) for x in ("k", "v")]
+        lp, k, v = self.onnx.step(tgt.numpy(), src, *past, cross[0], cross[1])[:3]
+        entry["k"], entry["v"] = (torch.from_numpy(x).transpose(0, 1) for x in (k, v))
+        cache.length += 1
+        return torch.from_numpy(lp)[:, None]
+
 # %% ../nbs/35_onnx_export.ipynb #4c14637e
 def parting_gap(ids_a: list[int], ids_b: list[int], # two decodings of one sentence
                 log_probs: np.ndarray,  # (≥ steps, vocab) a reference's log-probs along ids_a
@@ -305,11 +331,15 @@ def parting_gap(ids_a: list[int], ids_b: list[int], # two decodings of one sente
 def agreement_table(result: dict, # from tools/onnx_agreement.py (nbs/results/onnx_agreement.json)
                    ) -> str:
     "The ONNX-against-PyTorch agreement as a Markdown table, with the machine it ran on."
-    rows = ["| direction | identical greedy ids | differ at a near-tie | BLEU PyTorch "
-            "| BLEU ONNX Runtime |",
-            "|---|---:|---:|---:|---:|"]
+    rows = ["| direction | search | identical ids | BLEU PyTorch | BLEU ONNX Runtime |",
+            "|---|---|---:|---:|---:|"]
     for r in result["directions"]:
-        rows.append(f"| {r['direction']} | {r['identical']}/{r['sentences']} | {r['near_ties']} "
-                    f"| {r['bleu_torch']:.2f} | {r['bleu_onnx']:.2f} |")
-    return "\n".join(rows + ["", f"CPU: {result['environment']['cpu']}, "
-                                  f"capability {result['environment']['capability']}"])
+        n, d = r["sentences"], r["direction"]
+        rows.append(f"| {d} | greedy | {r['identical']}/{n} | {r['bleu_torch']:.2f} "
+                    f"| {r['bleu_onnx']:.2f} |")
+        if "beam4_identical" in r:
+            rows.append(f"| {d} | beam 4 | {r['beam4_identical']}/{n} "
+                        f"| {r['beam4_bleu_torch']:.2f} | {r['beam4_bleu_onnx']:.2f} |")
+    env = result["environment"]
+    return "\n".join(rows + ["", f"CPU: {env['cpu']}, capability {env['capability']}, "
+                                  f"onnxruntime {env['onnxruntime']}, one thread"])

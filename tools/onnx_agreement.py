@@ -2,7 +2,8 @@
 
 Exports each shipped model (`export_onnx`), decodes the 1,014 Multi30k validation sentences greedily with ONNX
 Runtime (`graph_greedy` over `OnnxTranslator`, one sentence at a time, as the page does) and with our package
-(`decode_corpus`, beam 1, batches of 64), and counts the sentences whose ids are identical. Where they differ,
+(`decode_corpus`, beam 1, batches of 64), and counts the sentences whose ids are identical; then beam 4 (α 0.6)
+by chapter 14's `decode_corpus` on both engines (`OnnxModel`), counted the same way. Where they differ,
 the gap between PyTorch's two best log-probs at the step where the outputs part is recorded: a near-tie (< 1e-3)
 is the allowed kind of difference between two different computations. Both outputs are scored with sacreBLEU.
 
@@ -24,7 +25,7 @@ def main(argv=None):
     from annotated_transformer.data import load_split
     from annotated_transformer.decoding import decode_corpus
     from annotated_transformer.evaluation import encode_sources, corpus_bleu
-    from annotated_transformer.onnx_export import (export_onnx, OnnxTranslator, graph_greedy,
+    from annotated_transformer.onnx_export import (export_onnx, OnnxTranslator, OnnxModel, graph_greedy,
                                                    teacher_forced, parting_gap)
     from annotated_transformer.runtime import hardware_summary
     torch.set_num_threads(1)
@@ -43,6 +44,8 @@ def main(argv=None):
             theirs = [graph_greedy(ort_model.encoder, ort_model.step, np.array([x]),
                                    min(len(x) + 50, model.config.max_len)) for x in ids]
             t_onnx = time.perf_counter() - t0
+            beam_ours = decode_corpus(model, ids, beam_size=4)          # chapter 14's search on both engines
+            beam_onnx = decode_corpus(OnnxModel(ort_model, model.config), ids, beam_size=4)
         theirs = [[i for i in h if i != 2] for h in theirs]          # without </s>, as ours
         gaps = []
         for x, o, h in zip(ids, ours, theirs):
@@ -52,6 +55,9 @@ def main(argv=None):
         rows.append({"direction": direction, "sentences": len(ids),
                      "identical": sum(o == h for o, h in zip(ours, theirs)),
                      "near_ties": sum(g is not None and g < 1e-3 for g in gaps), "gaps": gaps,
+                     "beam4_identical": sum(o == h for o, h in zip(beam_ours, beam_onnx)),
+                     "beam4_bleu_torch": corpus_bleu([codec.decode_tgt(o) for o in beam_ours], refs).score,
+                     "beam4_bleu_onnx": corpus_bleu([codec.decode_tgt(h) for h in beam_onnx], refs).score,
                      "bleu_torch": corpus_bleu([codec.decode_tgt(o) for o in ours], refs).score,
                      "bleu_onnx": corpus_bleu([codec.decode_tgt(h) for h in theirs], refs).score,
                      "seconds_torch_batched": round(t_torch, 1), "seconds_onnx_one_by_one": round(t_onnx, 1)})

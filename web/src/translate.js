@@ -1,0 +1,178 @@
+// The in-browser translator: builds its UI inside <div id="at-translate" data-models="…">.
+// Nothing is fetched until the first Translate; models live at `${data-models}/de-en/` and
+// `${data-models}/en-de/` (relative to the page), the gzipped WASM runtime next to this script.
+import { Translator, stats, fmtBytes } from './model.js';
+
+const DIRECTIONS = { 'de-en': 'German → English', 'en-de': 'English → German' };
+const KINDS = [['encoder', 'Encoder self-attention', 'srcTokens', 'srcTokens'],
+               ['decoder', 'Decoder self-attention', 'tgtTokens', 'tgtTokens'],
+               ['cross', 'Encoder–decoder (cross) attention', 'tgtTokens', 'srcTokens']];
+const WASM_URL = new URL('ort-wasm-simd-threaded.wasm.gz', import.meta.url);
+
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'text') e.textContent = v; else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+function heatmap(canvas, matrix, rows, cols) {
+  const cell = 18, font = 11;
+  const ctx = canvas.getContext('2d');
+  ctx.font = `${font}px sans-serif`;
+  const padL = Math.ceil(Math.max(20, ...rows.map(t => ctx.measureText(t).width))) + 8;
+  const padT = Math.ceil(Math.max(20, ...cols.map(t => ctx.measureText(t).width))) + 8;
+  const dpr = window.devicePixelRatio || 1;
+  const w = padL + cols.length * cell + 4, h = padT + rows.length * cell + 4;
+  canvas.width = w * dpr; canvas.height = h * dpr;
+  canvas.style.width = `${w}px`; canvas.style.height = `${h}px`;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, w, h);
+  ctx.font = `${font}px sans-serif`;
+  for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) {
+    const v = Math.max(0, Math.min(1, matrix[i][j]));
+    const c = Math.round(255 * (1 - v));
+    ctx.fillStyle = `rgb(${c},${c},${Math.round(255 - 155 * v)})`;
+    ctx.fillRect(padL + j * cell, padT + i * cell, cell - 1, cell - 1);
+  }
+  ctx.fillStyle = '#000'; ctx.textBaseline = 'middle';
+  ctx.textAlign = 'right';
+  rows.forEach((t, i) => ctx.fillText(t, padL - 4, padT + i * cell + cell / 2));
+  ctx.save();
+  cols.forEach((t, j) => {
+    ctx.setTransform(dpr, 0, 0, dpr, dpr * (padL + j * cell + cell / 2), dpr * (padT - 4));
+    ctx.rotate(-Math.PI / 2); ctx.textAlign = 'left'; ctx.fillText(t, 0, 0);
+  });
+  ctx.restore();
+}
+
+function build(root) {
+  const base = root.dataset.models || 'browser/models';
+  const uid = 'at-tr';
+  root.dataset.state = 'ready';
+  root.classList.add('at-translate');
+  const status = el('p', { class: 'at-status', role: 'status', 'aria-live': 'polite' });
+  if (typeof WebAssembly === 'undefined') {
+    root.dataset.state = 'error';
+    status.textContent = 'This browser has no WebAssembly, which the in-browser translator needs: ' +
+      'try a current Firefox, Chrome, Edge or Safari (with WebAssembly / JIT enabled).';
+    root.replaceChildren(status);
+    return null;
+  }
+  const input = el('textarea', { id: `${uid}-input`, rows: '3', cols: '60',
+                                 placeholder: 'Ein Mann fährt Fahrrad.' });
+  const dir = el('select', { id: `${uid}-dir` });
+  for (const [v, t] of Object.entries(DIRECTIONS)) dir.append(el('option', { value: v, text: t }));
+  const search = el('select', { id: `${uid}-search` },
+    el('option', { value: '1', text: 'greedy' }), el('option', { value: '4', text: 'beam search (4 beams)' }));
+  const button = el('button', { type: 'button', id: `${uid}-go`, text: 'Translate' });
+  const output = el('output', { id: `${uid}-output`, for: `${uid}-input`, class: 'at-output', 'aria-live': 'polite' });
+  const layer = el('select', { id: `${uid}-layer` });
+  const head = el('select', { id: `${uid}-head` });
+  const maps = el('div', { class: 'at-maps' });
+  const viz = el('fieldset', { class: 'at-attention', hidden: '' },
+    el('legend', { text: 'Attention for the sentence just translated' }),
+    el('label', { for: `${uid}-layer`, text: 'Layer ' }), layer, ' ',
+    el('label', { for: `${uid}-head`, text: 'Head ' }), head, maps);
+  root.replaceChildren(
+    el('p', {}, el('label', { for: `${uid}-input`, text: 'Sentence to translate (Enter translates, Shift+Enter: new line)' })),
+    el('p', {}, input),
+    el('p', {}, el('label', { for: `${uid}-dir`, text: 'Direction ' }), dir, ' ',
+       el('label', { for: `${uid}-search`, text: 'Search ' }), search, ' ', button),
+    status,
+    el('p', {}, el('strong', { text: 'Translation: ' }), output),
+    viz);
+
+  const translators = new Map();   // direction -> Promise<Translator>
+  let last = null;
+  const setStatus = (s) => { status.textContent = s; };
+  const progress = (dirn) => (name, loaded, total) => {
+    if (name === 'sessions') return setStatus(`Loading ${dirn}: starting the ONNX sessions…`);
+    setStatus(`Loading ${dirn}: ${name} ${fmtBytes(loaded)}${total ? ' of ' + fmtBytes(total) : ''} ` +
+              `(downloaded so far: ${fmtBytes(stats.bytes + (loaded < total ? loaded : 0))})`);
+  };
+  const getTranslator = (dirn) => {
+    if (!translators.has(dirn)) {
+      const p = Translator.load(new URL(`${base.replace(/\/$/, '')}/${dirn}/`, document.baseURI).href,
+                                WASM_URL, progress(dirn));
+      translators.set(dirn, p);
+      p.catch(() => translators.delete(dirn));
+    }
+    return translators.get(dirn);
+  };
+
+  const drawMaps = () => {
+    if (!last) return;
+    const a = last.attention, l = Number(layer.value), hv = head.value;
+    maps.replaceChildren();
+    for (const [kind, title, rk, ck] of KINDS) {
+      const per = a[kind][l];
+      const m = hv === 'mean'
+        ? per[0].map((row, i) => row.map((_, j) => per.reduce((s, hm) => s + hm[i][j], 0) / per.length))
+        : per[Number(hv)];
+      const canvas = el('canvas', { role: 'img',
+        'aria-label': `${title}, layer ${l + 1}, ${hv === 'mean' ? 'mean of heads' : 'head ' + (Number(hv) + 1)}` });
+      canvas.dataset.kind = kind;
+      heatmap(canvas, m, a[rk], a[ck]);
+      maps.append(el('figure', {}, canvas, el('figcaption', { text: title })));
+    }
+  };
+  layer.addEventListener('change', drawMaps);
+  head.addEventListener('change', drawMaps);
+
+  // one translation at a time (an ONNX session runs one call at a time): calls queue up
+  let queue = Promise.resolve();
+  function translate(text, opts = {}) {
+    const run = queue.then(() => translateNow(text, opts));
+    queue = run.catch(() => {});
+    return run;
+  }
+  async function translateNow(text, { direction = dir.value, beam = Number(search.value) } = {}) {
+    root.dataset.state = 'loading';
+    button.disabled = true;
+    try {
+      const fresh = !translators.has(direction);
+      const tr = await getTranslator(direction);
+      setStatus(`${fresh ? 'Loaded (' + fmtBytes(stats.bytes) + ' downloaded). ' : ''}Translating…`);
+      const res = await tr.translate(text, { beam });
+      res.direction = direction; res.beam = beam;
+      last = res;
+      output.textContent = res.text;
+      const cfg = tr.cfg;
+      layer.replaceChildren(...Array.from({ length: cfg.n_layers }, (_, i) => el('option', { value: String(i), text: String(i + 1) })));
+      layer.value = String(cfg.n_layers - 1);
+      head.replaceChildren(el('option', { value: 'mean', text: 'mean of heads' }),
+        ...Array.from({ length: cfg.n_heads }, (_, i) => el('option', { value: String(i), text: String(i + 1) })));
+      viz.hidden = false;
+      drawMaps();
+      setStatus(`${DIRECTIONS[direction]}, ${beam === 1 ? 'greedy' : 'beam ' + beam}: ` +
+                `${res.steps} decoder steps in ${res.ms.toFixed(0)} ms (downloaded in all: ${fmtBytes(stats.bytes)})`);
+      root.dataset.state = 'ready';
+      return res;
+    } catch (e) {
+      root.dataset.state = 'error';
+      setStatus(`Error: ${e && e.message ? e.message : e}`);
+      throw e;
+    } finally {
+      button.disabled = false;
+    }
+  }
+  const go = () => { if (!button.disabled) translate(input.value).catch(e => console.error(e)); };
+  button.addEventListener('click', go);
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); go(); }
+  });
+  return { translate, get last() { return last; }, stats };
+}
+
+function init() {
+  const root = document.getElementById('at-translate');
+  if (!root) return;
+  const api = build(root);
+  if (api) window.atTranslate = api;
+}
+
+if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+else init();
