@@ -27,7 +27,7 @@ from .attention_maps import KINDS, save_attention_maps
 from .performance import run_benchmarks, format_report
 from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_translation,
     bench_table)
-from .onnx_export import export_onnx
+from .onnx_export import export_onnx, onnx_engines
 from .pretrained import export_model, open_translator
 from .decoding import pack_linears
 
@@ -729,13 +729,16 @@ def export_command(args) -> int:
 
 # %% ../nbs/92_cli.ipynb #4d771783
 def bench_translate_command(args) -> int:
-    "`bench --translate`: ours against CTranslate2 on the same weights (chapter 34); table or JSON."
+    "`bench --translate`: ours against CTranslate2 (and ONNX Runtime) on the same weights; table or JSON."
     in_shell = sys.argv[1:2] == ["bench"]
     cmd = shlex.join(["annotated-transformer", *sys.argv[1:]]) if in_shell else None
     names = ("model", "n_sentences", "beam_size", "length_penalty", "batch_size", "threads",
              "repeats",
              "latency_sentences", "lever_sentences", "data_dir")
-    res = bench_translation(**{k: getattr(args, k) for k in names}, command=cmd)
+    import importlib.util   # ONNX Runtime is a third engine when the [onnx] extra is installed
+    onnx = importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnxscript")
+    res = bench_translation(**{k: getattr(args, k) for k in names}, command=cmd,
+                            more_engines=onnx_engines if onnx else None)
     if args.output:
         tmp = Path(args.output).with_suffix(".json.tmp")
         tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -8,7 +8,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 from __future__ import annotations
 import json, os, shutil, statistics, tempfile, time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
@@ -465,6 +465,8 @@ def bench_translation(
     codec=None,                     # the text pipeline of a `Transformer` model
     data_dir: str|os.PathLike|None=None, # data root (see `resolve_data_dir`)
     command: str|None=None,         # the command line to record
+    # more engines: (model, codec, ids, threads, search kwargs) -> {name: (description, decoder)}
+    more_engines: Callable|None=None,
 ) -> dict:                          # plain data (JSON): environment, runs, latency, levers
     "Ours against CTranslate2, same weights and sentences: sentences/s, tokens/s, BLEU per engine."
     m, codec, where = _resolve(model, codec)
@@ -482,6 +484,9 @@ def bench_translation(
         ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)
         engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size,
                            int8_ours)
+        if more_engines:   # e.g. ONNX Runtime (chapter 35), on the same weights and search
+            engines |= more_engines(m, codec, ids, threads, dict(
+                beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size))
         timed = _interleaved({n: f for n, (_, f) in engines.items()}, repeats)
         runs = [_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines]
         latency = (_latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size,

@@ -77,3 +77,17 @@ def test_lever_sentences_zero_means_no_lever_table():
     assert p.parse_args(["bench", "--translate", "--lever-sentences", "3"]).lever_sentences == 3
     with pytest.raises(SystemExit): p.parse_args(["bench", "--translate", "--lever-sentences", "-1"])
     with pytest.raises(SystemExit): p.parse_args(["bench", "--translate", "--n-sentences", "0"])   # the others stay ≥ 1
+
+
+def test_bench_with_onnx_runtime(setup):
+    "`more_engines=onnx_engines` (what `bench --translate` passes with the [onnx] extra): a third engine, same search."
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    from annotated_transformer.onnx_export import onnx_engines
+    m, codec, pairs = setup
+    res = bench_translation(m, codec=codec, pairs=pairs, threads=(1,), repeats=1, latency_sentences=0,
+                            int8_ours=False, batch_size=4, more_engines=onnx_engines)
+    rows = {r["name"]: r for r in res["runs"]}
+    assert rows["ONNX Runtime fp32, 1 thr"]["engine"] == "onnxruntime"
+    assert rows["ONNX Runtime fp32, 1 thr"]["vs_ct2_float32"] is not None
+    # two computations of one search: BLEU within 0.3 (ids agree but for near-ties)
+    assert abs(rows["ONNX Runtime fp32, 1 thr"]["bleu"] - rows["ours fp32, 1 thr"]["bleu"]) <= 0.3
