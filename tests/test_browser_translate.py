@@ -349,3 +349,40 @@ def test_en_de_matches_python(loaded, beam):
           f"{sum(times) / len(times):.0f} ms, max {max(times):.0f} ms")
     assert not errors, errors
     assert same >= MIN_SAME and not problems, problems
+
+
+@pytest.mark.skipif(not os.environ.get("ANNOTATED_TRANSFORMER_BROWSER_FULL"),
+                    reason="the whole validation set in the browser: set ANNOTATED_TRANSFORMER_BROWSER_FULL=1 (minutes)")
+def test_whole_validation_set(loaded):
+    "All 1,014 validation sentences per direction through the page's API: identical ids and BLEU against Python (a report)."
+    from annotated_transformer.evaluation import corpus_bleu
+    from annotated_transformer.runtime import hardware_summary
+    page, _, _ = loaded
+    data = Path(os.environ["ANNOTATED_TRANSFORMER_DATA"]) / "multi30k"
+    read = lambda lang: gzip.open(data / f"val.{lang}.gz", "rt", encoding="utf-8").read().splitlines()
+    rows = []
+    for direction in ("de-en", "en-de"):
+        s, t = direction.split("-")
+        srcs, refs = read(s), read(t)
+        model, codec = python_model(direction)
+        src_ids, _ = encode_sources(codec, srcs, model.config.max_len)
+        for beam in (1, 4):
+            t0 = time.perf_counter()
+            out = page.evaluate("async ([xs, d, b]) => { const r = []; for (const x of xs) {"
+                                " const o = await window.atTranslate.translate(x, {direction: d, beam: b});"
+                                " r.push([o.text, o.ids]); } return r; }", [srcs, direction, beam])
+            seconds = time.perf_counter() - t0
+            py = decode_corpus(model, src_ids, beam_size=beam)
+            rows.append({"direction": direction, "beam": beam, "sentences": len(srcs),
+                         "identical": sum(o[1] == p for o, p in zip(out, py)),
+                         "bleu_browser": round(corpus_bleu([o[0] for o in out], refs).score, 2),
+                         "bleu_python": round(corpus_bleu([codec.decode_tgt(p) for p in py], refs).score, 2),
+                         "browser_ms_per_sentence": round(1000 * seconds / len(srcs), 1)})
+            print(f"[browser] {rows[-1]}")
+    env = hardware_summary(as_dict=True)
+    result = {"command": "ANNOTATED_TRANSFORMER_BROWSER_FULL=1 pytest -s tests/test_browser_translate.py -k whole",
+              "environment": {"cpu": env["cpu"], "capability": env["capability"],
+                              "browser": page.context.browser.version, "wasm_threads": 1},
+              "rows": rows}
+    (ROOT / "nbs" / "results" / "browser_agreement.json").write_text(json.dumps(result, indent=1) + "\n")
+    for r in rows: assert abs(r["bleu_browser"] - r["bleu_python"]) <= 0.5, r
