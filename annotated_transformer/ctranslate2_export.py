@@ -22,9 +22,9 @@ from .checkpoints import load_checkpoint, model_from_checkpoint
 from .pretrained import export_model, load_model
 
 # %% auto #0
-__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'LEVERS', 'codec_tokens', 'to_ctranslate2_spec', 'export_ctranslate2',
-           'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2', 'quantize_int8', 'bench_translation',
-           'bench_table']
+__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'LEVERS', 'codec_tokens', 'to_ctranslate2_spec', 'write_folder_atomically',
+           'export_ctranslate2', 'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2', 'quantize_int8',
+           'bench_translation', 'bench_table']
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b144c06d
 def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
@@ -140,6 +140,25 @@ def _resolve(model, codec=None) -> tuple[Transformer, WordCodec|BPECodec, str]:
     m, c, _ = load_model(model)
     return m, codec or c, str(model)
 
+# %% ../nbs/34_ctranslate2_export.ipynb #2840e475
+def write_folder_atomically(out: Path,   # the folder to write; an earlier one there is replaced
+                            write,       # write(tmp): fills a new folder beside `out`
+                           ) -> Path:    # out
+    "Fill a temporary folder beside `out`, then put it in `out`'s place; on any error, remove it."
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        write(tmp)
+        # temporary files are private (0600): a model is for everyone
+        for p in tmp.iterdir(): os.chmod(p, 0o644)
+        os.chmod(tmp, 0o755)
+        if out.exists(): shutil.rmtree(out)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
 # %% ../nbs/34_ctranslate2_export.ipynb #99f72449
 def export_ctranslate2(
     # a `Transformer` (give `codec`), a checkpoint, "de-en"/"en-de", or a model folder
@@ -158,27 +177,17 @@ def export_ctranslate2(
     if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / CT2_META).is_file()):
         raise FileExistsError(f"cannot export to {out}: it is a file or a folder that is not a "
                               "CTranslate2 export; choose a new or empty folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     meta = {"format": CT2_FORMAT, "src_lang": codec.src_lang, "tgt_lang": codec.tgt_lang,
             "from": where, "quantization": quantization or "float32", "max_len": m.config.max_len,
             "config": m.config.to_dict(), "ctranslate2": ct2.__version__, "vocab": CT2_VOCAB,
             "source": "codec ids as tokens; <s> and </s> are added by CTranslate2"}
-    try:
+    def write(tmp: Path):
         spec.save(str(tmp))
         (tmp / CT2_VOCAB).write_text(json.dumps(codec.to_dict(), ensure_ascii=False) + "\n",
                                      encoding="utf-8")
         (tmp / CT2_META).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n",
                                     encoding="utf-8")
-        # temporary files are private (0600): a model is for everyone
-        for p in tmp.iterdir(): os.chmod(p, 0o644)
-        os.chmod(tmp, 0o755)
-        if out.exists(): shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return write_folder_atomically(out, write)
 
 # %% ../nbs/34_ctranslate2_export.ipynb #c45986e6
 def load_ctranslate2(

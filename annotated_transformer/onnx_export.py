@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/onnx_export.
 
 # %% ../nbs/35_onnx_export.ipynb #4bb818f5
 from __future__ import annotations
-import hashlib, json, os, shutil, tempfile, warnings
+import hashlib, json, os, tempfile, warnings
 from pathlib import Path
 import numpy as np
 import torch
@@ -16,7 +16,7 @@ from .embeddings import BOS_IDX, EOS_IDX
 from .encoder_decoder import EncoderDecoder, KVCache
 from .model import Transformer
 from .data import WordCodec, BPECodec
-from .ctranslate2_export import _resolve
+from .ctranslate2_export import _resolve, write_folder_atomically
 
 # %% auto #0
 __all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'export_copy', 'EncoderGraph', 'DecoderStepGraph',
@@ -237,18 +237,8 @@ def export_onnx(
         raise FileExistsError(f"cannot export to {out}: it is a file or a folder that is not an "
                               "ONNX export; choose a new or empty folder")
     graphs = trace_graphs(export_copy(m, attention), attention)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        _write_folder(tmp, graphs, _manifest(m, codec, where, attention), codec, onnx)
-        for p in tmp.iterdir(): os.chmod(p, 0o644)   # temporary files are private (0600)
-        os.chmod(tmp, 0o755)
-        if out.exists(): shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    manifest = _manifest(m, codec, where, attention)
+    return write_folder_atomically(out, lambda tmp: _write_folder(tmp, graphs, manifest, codec, onnx))
 
 # %% ../nbs/35_onnx_export.ipynb #e52d5226
 class OnnxTranslator:
