@@ -27,7 +27,7 @@ from .attention_maps import KINDS, save_attention_maps
 from .performance import run_benchmarks, format_report
 from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_translation,
     bench_table)
-from .onnx_export import export_onnx, onnx_engines
+from .onnx_export import export_onnx, onnx_engines, onnx_available
 from .pretrained import export_model, open_translator
 from .decoding import pack_linears
 
@@ -735,10 +735,9 @@ def bench_translate_command(args) -> int:
     names = ("model", "n_sentences", "beam_size", "length_penalty", "batch_size", "threads",
              "repeats",
              "latency_sentences", "lever_sentences", "data_dir")
-    import importlib.util   # ONNX Runtime is a third engine when the [onnx] extra is installed
-    onnx = importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnxscript")
+    # ONNX Runtime is a third engine when the [onnx] extra is installed (chapter 35)
     res = bench_translation(**{k: getattr(args, k) for k in names}, command=cmd,
-                            more_engines=onnx_engines if onnx else None)
+                            more_engines=onnx_engines if onnx_available() else None)
     if args.output:
         tmp = Path(args.output).with_suffix(".json.tmp")
         tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

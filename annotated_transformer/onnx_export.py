@@ -20,8 +20,8 @@ from .ctranslate2_export import _resolve, write_folder_atomically
 
 # %% auto #0
 __all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'export_copy', 'EncoderGraph', 'DecoderStepGraph',
-           'graph_greedy', 'trace_graphs', 'export_onnx', 'OnnxTranslator', 'teacher_forced', 'OnnxModel',
-           'onnx_engines', 'parting_gap', 'agreement_table']
+           'graph_greedy', 'onnx_available', 'trace_graphs', 'export_onnx', 'OnnxTranslator', 'teacher_forced',
+           'OnnxModel', 'onnx_engines', 'parting_gap', 'agreement_table']
 
 # %% ../nbs/35_onnx_export.ipynb #40cd32b1
 def export_copy(model: Transformer,     # a trained model
@@ -49,7 +49,8 @@ class EncoderGraph(nn.Module):
         for layer in m.decoder.layers:
             kv = {}
             layer.src_attn._project(memory[:, :1], memory, memory, kv)  # fills kv["k"], kv["v"]
-            ks.append(kv["k"]); vs.append(kv["v"])
+            ks.append(kv["k"])
+            vs.append(kv["v"])
         attn = [l.self_attn.attn_weights for l in m.encoder.layers if l.self_attn.record_weights]
         return torch.stack(ks), torch.stack(vs), *([torch.stack(attn)] if attn else [])
 
@@ -112,6 +113,11 @@ def _onnxruntime():
         raise ImportError("ONNX Runtime is an optional extra: "
                           "pip install 'annotated-transformer[onnx]'") from None
     return onnxruntime
+
+def onnx_available() -> bool:
+    "Whether the [onnx] extra is installed (the exporter and ONNX Runtime), without importing it."
+    import importlib.util
+    return all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript", "onnxruntime"))
 
 # %% ../nbs/35_onnx_export.ipynb #142a11da
 ENCODER_IO = (["src"], ["cross_k", "cross_v", "enc_attn"])
