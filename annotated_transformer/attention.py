@@ -98,10 +98,13 @@ def fused_attention(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 # %% ../nbs/02_attention.ipynb #749673c2
-def fused_is_slow(q: torch.Tensor, # (batch, heads, q_len, d_k) queries about to be attended with
-                 ) -> bool:        # True: take the explicit version instead of the fused kernel
-    "Whether to take the explicit version: the fused kernel's bf16 backward is slow on CPUs."
-    return q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled()
+def fused_is_slow(q: torch.Tensor,         # (batch, heads, q_len, d_k) queries about to be attended with
+                  single_query: bool=True, # also one query on a CPU (a decoding step): explicit
+                 ) -> bool:                # True: take the explicit version instead of the fused kernel
+    "Whether to take the explicit version: on CPUs the fused bf16 backward, and one query, are slow."
+    if q.device.type != "cpu": return False
+    bf16_training = q.dtype == torch.bfloat16 and torch.is_grad_enabled()
+    return bf16_training or (single_query and q.shape[-2] == 1)
 
 # %% ../nbs/02_attention.ipynb #93e5253b
 class MultiHeadAttention(nn.Module):
@@ -115,6 +118,8 @@ class MultiHeadAttention(nn.Module):
                  fused: bool=True,
                  # per-head key/value size; None: d_model / h (the paper's; Table 3 (B) varies it)
                  d_k: int|None=None,
+                 # one query on a CPU (a decoding step) takes the explicit version: faster there
+                 single_query: bool=True,
                 ):
         super().__init__()
         if d_k is None and d_model % n_heads:
@@ -123,7 +128,7 @@ class MultiHeadAttention(nn.Module):
         self.inner = n_heads * self.d_k                   # h·d_k, = d_model unless d_k is given
         self.in_proj = nn.Linear(d_model, 3 * self.inner) # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(self.inner, d_model)    # W^O
-        self.attn_dropout, self.fused = attn_dropout, fused
+        self.attn_dropout, self.fused, self.single_query = attn_dropout, fused, single_query
         self.record_weights, self.attn_weights = False, None
 
     def _heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_k)
@@ -139,7 +144,7 @@ class MultiHeadAttention(nn.Module):
                ) -> torch.Tensor:       # (batch, q_len, d_model)
         q, k, v = self._project(query, key, value, cache)         # each (batch, heads, len, d_k)
         p = self.attn_dropout if self.training else 0.0
-        if self.record_weights or not self.fused or fused_is_slow(q):
+        if self.record_weights or not self.fused or fused_is_slow(q, self.single_query):
             x, w = scaled_dot_product_attention(q, k, v, mask, p)
             if self.record_weights: self.attn_weights = w.detach()
         else: x = fused_attention(q, k, v, mask, p)                # (batch, heads, q_len, d_k)

@@ -6,11 +6,12 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 
 # %% ../nbs/34_ctranslate2_export.ipynb #3daa12f8
 from __future__ import annotations
-import json, os, shutil, statistics, tempfile, time
+import copy, json, os, shutil, statistics, tempfile, time
 from pathlib import Path
 from typing import Callable, Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
+from .attention import MultiHeadAttention
 from .model import Transformer
 from .runtime import bf16_native
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
@@ -395,15 +396,23 @@ def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
 
 # %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
 LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1",
-          "cross-attention rows kept", "inference_mode", "packed linear layers (oneDNN)",
-          "int8 linear layers")
+          "cross-attention rows kept", "inference_mode", "top 2K before the log-softmax",
+          "single-query attention (explicit)", "packed linear layers (oneDNN)", "int8 linear layers")
 
 def _lever_off(name: str) -> dict:
     "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
     return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(fast=False),
             "one beam at step 1": dict(levers=SearchLevers(one_beam_start=False)),
             "cross-attention rows kept": dict(levers=SearchLevers(lazy_cross=False)),
-            "inference_mode": dict(levers=SearchLevers(inference_mode=False))}[name]
+            "inference_mode": dict(levers=SearchLevers(inference_mode=False)),
+            "top 2K before the log-softmax": dict(levers=SearchLevers(top_k_first=False))}[name]
+
+def _fused_single_query(model: torch.nn.Module) -> torch.nn.Module:
+    "A copy of `model` whose attention keeps the fused kernel for one query (chapter 2's switch)."
+    model = copy.deepcopy(model)
+    for m in model.modules():
+        if isinstance(m, MultiHeadAttention): m.single_query = False
+    return model
 
 def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
             repeats) -> list[dict]:
@@ -414,6 +423,8 @@ def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
     for name in LEVERS:
         if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **kw), on
         elif name.startswith("packed"): a, b = on, lambda: decode_corpus(model, ids, **kw)
+        elif name.startswith("single-query"):
+            a, b = on, lambda f=_fused_single_query(packed): decode_corpus(f, ids, **kw)
         else: a, b = on, lambda name=name: decode_corpus(packed, ids, **kw, **_lever_off(name))
         r = _interleaved({"on": _with_threads(1, a), "off": _with_threads(1, b)}, repeats)
         (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]
