@@ -396,16 +396,15 @@ def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
 
 # %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
 LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1",
-          "cross-attention rows kept", "inference_mode", "top 2K before the log-softmax",
-          "single-query attention (explicit)", "packed linear layers (oneDNN)", "int8 linear layers")
+          "cross-attention rows kept", "inference_mode", "single-query attention (explicit)",
+          "packed linear layers (oneDNN)", "int8 linear layers")
 
 def _lever_off(name: str) -> dict:
     "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
     return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(fast=False),
             "one beam at step 1": dict(levers=SearchLevers(one_beam_start=False)),
             "cross-attention rows kept": dict(levers=SearchLevers(lazy_cross=False)),
-            "inference_mode": dict(levers=SearchLevers(inference_mode=False)),
-            "top 2K before the log-softmax": dict(levers=SearchLevers(top_k_first=False))}[name]
+            "inference_mode": dict(levers=SearchLevers(inference_mode=False))}[name]
 
 def _fused_single_query(model: torch.nn.Module) -> torch.nn.Module:
     "A copy of `model` whose attention keeps the fused kernel for one query (chapter 2's switch)."

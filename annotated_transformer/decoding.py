@@ -54,19 +54,6 @@ def _candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live 
     top, idx = cand.topk(min(2 * K, n_live * V), dim=1)                    # (b, 2K) best first
     return top, idx // V, idx % V
 
-# %% ../nbs/14_decoding.ipynb #eec7d636
-def _top_k_first(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
-                 logits: torch.Tensor, # (b·n_live, vocab) next-token logits (pre-softmax)
-                 K: int,               # beam size
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `_candidates`
-    "`_candidates` from logits: each beam's 2K best first, their log-probs by `logsumexp` alone."
-    (b, n_live), k = scores.shape, min(2 * K, logits.shape[-1])
-    best, tok = logits.topk(k, dim=1)                             # (b·n_live, k)
-    logp = best - logits.logsumexp(1, keepdim=True)               # log-softmax of those k alone
-    cand = (scores.reshape(b * n_live, 1) + logp).reshape(b, n_live * k)
-    top, idx = cand.topk(min(2 * K, n_live * k), dim=1)           # (b, 2K) best first
-    return top, idx // k, tok.reshape(b, n_live * k).gather(1, idx)
-
 # %% ../nbs/14_decoding.ipynb #5a734d64
 def _collect_finished(finished: list[list],   # per sentence: its K best (normalised score, tokens)
                       active: list[int],      # the sentence of each row group
@@ -205,17 +192,6 @@ class SearchLevers:
     one_beam_start: bool=True # step 1 runs one `<s>` row per sentence instead of K alike ones
     lazy_cross: bool=True     # cross-attention rows move only when sentences leave the batch
     inference_mode: bool=True # `torch.inference_mode` instead of `torch.no_grad`
-    top_k_first: bool=True    # each beam's 2K best logits, then log-softmax on those alone
-
-def _fast_candidates(generator: nn.Module, # the model's output layer (`Generator`)
-                     h: torch.Tensor,       # (b·n_live, d_model) decoder states of the live beams
-                     scores: torch.Tensor, K: int, # as `_candidates`
-                     top_k_first: bool,     # `SearchLevers.top_k_first`
-                    ) -> tuple:             # as `_candidates`
-    "The step's 2K best candidates: by `_top_k_first` when the output layer gives its logits."
-    if top_k_first and hasattr(generator, "logits"):
-        return _top_k_first(scores, generator.logits(h).float(), K)
-    return _candidates(scores, generator(h).float(), K)            # log-probs: (b·n_live, vocab)
 
 def _reorder_rows(cache: KVCache, # a decoder's cache
                   part: str,      # "self_attn" or "src_attn"
@@ -325,8 +301,8 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
         while True:
             step += 1
             h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·n_live, d_model)
-            top, parent, tok = _fast_candidates(model.generator, h, scores, K,
-                                                levers.top_k_first)          # (b, 2K)
+            logp = model.generator(h).float()                                 # (b·n_live, vocab)
+            top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K)
             is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
             ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, length_penalty)
             _fast_finish(fin, fin_len, fin_score, active, seqs, top, parent, tok, ends, lp, pad_idx)
