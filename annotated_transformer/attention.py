@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
 from torch import nn
+from .encoder_decoder import on_rows
 
 # %% auto #0
 __all__ = ['padding_mask', 'causal_mask', 'target_mask', 'check_mask', 'scaled_dot_product_attention', 'fused_attention',
@@ -141,37 +142,40 @@ class MultiHeadAttention(nn.Module):
                 # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
                 mask: torch.Tensor|None=None,
                 cache: dict|None=None,  # a layer's KV-cache entry, updated in place
+                # (query rows, key rows), each (batch, len) bool, True = real: project those only
+                rows: tuple|None=None,
                ) -> torch.Tensor:       # (batch, q_len, d_model)
-        q, k, v = self._project(query, key, value, cache)         # each (batch, heads, len, d_k)
+        q_rows, kv_rows = rows or (None, None)
+        q, k, v = self._project(query, key, value, cache, q_rows, kv_rows)  # each (batch, heads, len, d_k)
         p = self.attn_dropout if self.training else 0.0
         if self.record_weights or not self.fused or fused_is_slow(q, self.single_query):
             x, w = scaled_dot_product_attention(q, k, v, mask, p)
             if self.record_weights: self.attn_weights = w.detach()
         else: x = fused_attention(q, k, v, mask, p)                # (batch, heads, q_len, d_k)
-        return self.out_proj(x.transpose(1, 2).flatten(2))         # (batch, q_len, d_model)
+        return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
 
 # %% ../nbs/02_attention.ipynb #fc2a34ed
 @patch
 def _project(self: MultiHeadAttention,
              query, key, value,      # as in `MultiHeadAttention.forward`
              cache: dict|None,       # a layer's KV-cache entry, updated in place
+             q_rows=None, kv_rows=None, # (batch, len) bool, True = real: the rows to project
             ) -> tuple:              # q, k, v, each (batch, heads, len, d_k)
     "Q, K, V by [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross."
     W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
     # self-attention: one matmul for Q, K, V
     if key is query and value is query:
         # each (batch, heads, len, d_k)
-        q, k, v = map(self._heads, self.in_proj(query).chunk(3, dim=-1))
+        q, k, v = map(self._heads, on_rows(self.in_proj, query, q_rows).chunk(3, dim=-1))
         if cache is not None:
             if "k" in cache: k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
             cache["k"], cache["v"] = k, v
         return q, k, v
-    q = self._heads(F.linear(query, W[:d], b[:d]))            # cross-attention
+    part = lambda x, i, j, rows: on_rows(lambda x: F.linear(x, W[i*d:j*d], b[i*d:j*d]), x, rows)
+    q = self._heads(part(query, 0, 1, q_rows))                # cross-attention
     if cache is not None and "k" in cache: return q, cache["k"], cache["v"]
-    if key is value: k, v = map(self._heads, F.linear(key, W[d:], b[d:]).chunk(2, dim=-1))
-    else:
-        k = self._heads(F.linear(key, W[d:2*d], b[d:2*d]))
-        v = self._heads(F.linear(value, W[2*d:], b[2*d:]))
+    if key is value: k, v = map(self._heads, part(key, 1, 3, kv_rows).chunk(2, dim=-1))
+    else: k, v = self._heads(part(key, 1, 2, kv_rows)), self._heads(part(value, 2, 3, kv_rows))
     if cache is not None: cache["k"], cache["v"] = k, v
     return q, k, v
 

@@ -6,16 +6,15 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 
 # %% ../nbs/34_ctranslate2_export.ipynb #3daa12f8
 from __future__ import annotations
-import copy, json, os, shutil, statistics, tempfile, time
+import json, os, shutil, statistics, tempfile, time
 from pathlib import Path
 from typing import Callable, Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
-from .attention import MultiHeadAttention
 from .model import Transformer
 from .runtime import bf16_native
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
-from .decoding import (length_normalization, decode_corpus, SearchLevers,
+from .decoding import (length_normalization, decode_corpus, fused_single_query, SearchLevers,
                                             pack_linears, PackedLinear)
 from .data import sentence_ids
 from .evaluation import encode_sources, translate, corpus_bleu
@@ -406,13 +405,6 @@ def _lever_off(name: str) -> dict:
             "cross-attention rows kept": dict(levers=SearchLevers(lazy_cross=False)),
             "inference_mode": dict(levers=SearchLevers(inference_mode=False))}[name]
 
-def _fused_single_query(model: torch.nn.Module) -> torch.nn.Module:
-    "A copy of `model` whose attention keeps the fused kernel for one query (chapter 2's switch)."
-    model = copy.deepcopy(model)
-    for m in model.modules():
-        if isinstance(m, MultiHeadAttention): m.single_query = False
-    return model
-
 def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
             repeats) -> list[dict]:
     "Each lever on (the rest on too) vs off, one thread, interleaved: speed-up, same ids, BLEU."
@@ -423,7 +415,7 @@ def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
         if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **kw), on
         elif name.startswith("packed"): a, b = on, lambda: decode_corpus(model, ids, **kw)
         elif name.startswith("single-query"):
-            a, b = on, lambda f=_fused_single_query(packed): decode_corpus(f, ids, **kw)
+            a, b = on, lambda f=fused_single_query(packed): decode_corpus(f, ids, **kw)
         else: a, b = on, lambda name=name: decode_corpus(packed, ids, **kw, **_lever_off(name))
         r = _interleaved({"on": _with_threads(1, a), "off": _with_threads(1, b)}, repeats)
         (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]

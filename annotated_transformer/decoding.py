@@ -14,12 +14,13 @@ from torch import nn
 import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .encoder_decoder import KVCache
+from .attention import MultiHeadAttention
 from .model import greedy_decode
 from .data import sentence_ids
 
 # %% auto #0
 __all__ = ['length_normalization', 'search_limits', 'search_done', 'beam_search', 'SearchLevers', 'fast_beam_search',
-           'PackedLinear', 'pack_linears', 'decode_corpus']
+           'fused_single_query', 'PackedLinear', 'pack_linears', 'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
@@ -316,6 +317,15 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
                                                        tok, go, n_live, K, levers.lazy_cross)
             active, n_live = active[go], K
         return _n_best(fin, fin_len, fin_score, n_best)
+
+# %% ../nbs/14_decoding.ipynb #c1a940e4
+def fused_single_query(model: nn.Module, # a copy is returned; `model` itself is unchanged
+                      ) -> nn.Module:
+    "A copy of `model` whose attention takes the fused kernel for one query too: chapter 2's lever off."
+    model = copy.deepcopy(model)
+    for m in model.modules():
+        if isinstance(m, MultiHeadAttention): m.single_query = False
+    return model
 
 # %% ../nbs/14_decoding.ipynb #202626d6
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")

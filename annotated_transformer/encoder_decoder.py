@@ -113,11 +113,11 @@ class EncoderLayer(nn.Module):
     "One encoder layer: self-attention, then feed-forward, each in a `SublayerConnection` (§3.1)."
     def __init__(self,
                  d_model: int,              # model width
-                 self_attn: nn.Module,      # (q, k, v, mask) -> (batch, len, d_model)
+                 self_attn: nn.Module,      # (q, k, v, mask, rows=) -> (batch, len, d_model)
                  feed_forward: nn.Module,   # (batch, len, d_model) -> same
                  dropout: float=0.1,        # P_drop on sublayer outputs
                  norm_first: bool=False,    # pre-norm instead of the paper's post-norm
-                 real_rows: bool=True,      # feed-forward on real positions only (for speed; above)
+                 real_rows: bool=True,      # projections and feed-forward on real positions only (above)
                 ):
         super().__init__()
         self.self_attn, self.feed_forward, self.d_model = self_attn, feed_forward, d_model
@@ -129,14 +129,9 @@ class EncoderLayer(nn.Module):
                 # bool, True = may attend, broadcastable to (batch, heads, src_len, src_len)
                 mask: torch.Tensor,
                ) -> torch.Tensor:     # (batch, src_len, d_model)
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask))
-        return self.sublayer[1](x, lambda x: self.position_wise(x, mask))
-
-    # (batch, len, d_model) -> same; `mask` tells the real positions
-    def position_wise(self, x, mask):
-        "The feed-forward sublayer (§3.3): on real positions only if `real_rows`, else everywhere."
-        if not self.real_rows: return self.feed_forward(x)                 # the paper's version
-        return on_rows(self.feed_forward, x, real_positions(mask, x.shape[0]))
+        keep = real_positions(mask, x.shape[0]) if self.real_rows else None
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask, rows=(keep, keep)))
+        return self.sublayer[1](x, lambda x: on_rows(self.feed_forward, x, keep))
 
 # %% ../nbs/01_encoder_decoder.ipynb #140bbf27
 class Encoder(nn.Module):
@@ -179,7 +174,7 @@ class DecoderLayer(nn.Module):
                  feed_forward: nn.Module, # position-wise FFN
                  dropout: float=0.1,      # P_drop on sublayer outputs
                  norm_first: bool=False,  # pre-norm instead of the paper's post-norm
-                 real_rows: bool=True,    # feed-forward on real positions only (for speed; above)
+                 real_rows: bool=True,    # projections and feed-forward on real positions only (above)
                 ):
         super().__init__()
         self.self_attn, self.src_attn, self.feed_forward = self_attn, src_attn, feed_forward
@@ -196,12 +191,11 @@ class DecoderLayer(nn.Module):
                ) -> torch.Tensor:         # (batch, tgt_len, d_model)
         sa = ca = None
         if cache is not None: sa, ca = cache["self_attn"], cache["src_attn"]
-        m = memory
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=sa))
-        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=ca))
-        return self.sublayer[2](x, lambda x: self.position_wise(x, tgt_mask))
-
-    position_wise = EncoderLayer.position_wise  # the encoder layer's feed-forward sublayer
+        m, B = memory, x.shape[0]
+        t, s = (real_positions(tgt_mask, B), real_positions(src_mask, B)) if self.real_rows else (None, None)
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=sa, rows=(t, t)))
+        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=ca, rows=(t, s)))
+        return self.sublayer[2](x, lambda x: on_rows(self.feed_forward, x, t))
 
 # %% ../nbs/01_encoder_decoder.ipynb #63476edf
 class Decoder(nn.Module):

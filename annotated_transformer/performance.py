@@ -132,17 +132,18 @@ def train_step_flops(config: TransformerConfig, # the model's config
                      src: torch.Tensor,         # (batch, S), padding included
                      tgt: torch.Tensor,         # (batch, T + 1)
                     ) -> int:                   # 2 × multiply-adds, forward + backward
-    "Useful matmul FLOPs per training step: attention on the padded batch, the rest on real tokens."
+    "Useful matmul FLOPs per training step: QKᵀ and AV on the padded batch, the rest on real tokens."
     B, S = src.shape
     T = tgt.shape[1] - 1
     d, f, N = config.d_model, config.d_ff, config.n_layers
     n_out = int((tgt[:, 1:] != config.pad_idx).sum())
-    # Q, O over q; K, V over k; QKᵀ and AV
-    attn = lambda q, k: 2 * B * (2 * q * d * d + 2 * k * d * d + 2 * q * k * d)
+    # chapters 1 and 2: projections and the FFN run on real tokens only;
+    # Q, O over the n_q real queries, K, V over the n_k real keys; QKᵀ and AV over q × k padded
+    attn = lambda n_q, n_k, q, k: 2 * (2 * n_q * d * d + 2 * n_k * d * d) + 2 * B * 2 * q * k * d
     n_src, n_in = int((src != config.pad_idx).sum()), int((tgt[:, :-1] != config.pad_idx).sum())
-    # chapter 1: the FFN runs on real tokens only
     ffn = lambda n: 2 * n * d * f * 2
-    fwd = (N * (attn(S, S) + ffn(n_src)) + N * (attn(T, T) + attn(T, S) + ffn(n_in))
+    fwd = (N * (attn(n_src, n_src, S, S) + ffn(n_src))
+           + N * (attn(n_in, n_in, T, T) + attn(n_in, n_src, T, S) + ffn(n_in))
            + 2 * n_out * d * config.tgt_vocab_size)
     return 3 * fwd
 
@@ -199,21 +200,21 @@ class _SeparateQKV(nn.Module):
     def __init__(self, mha: MultiHeadAttention):
         super().__init__()
         self.mha = mha
-    def forward(self, query, key, value, mask=None, cache=None):
+    def forward(self, query, key, value, mask=None, cache=None, rows=None):
         if key is query and value is query and cache is None:      # distinct objects: 3 projections
-            return self.mha(query, query.view_as(query), query.view_as(query), mask)
-        return self.mha(query, key, value, mask, cache)
+            return self.mha(query, query.view_as(query), query.view_as(query), mask, rows=rows)
+        return self.mha(query, key, value, mask, cache, rows=rows)
 
 class _MaskPerLayer(nn.Module):
     "Attention expanding its mask to full (batch, heads, q_len, k_len) per call, as nn.Transformer."
     def __init__(self, mha: MultiHeadAttention):
         super().__init__()
         self.mha = mha
-    def forward(self, query, key, value, mask=None, cache=None):
+    def forward(self, query, key, value, mask=None, cache=None, rows=None):
         if mask is not None:
             B, T, S = query.shape[0], query.shape[1], key.shape[1]
             mask = mask.expand(B, self.mha.n_heads, T, S).contiguous()
-        return self.mha(query, key, value, mask, cache)
+        return self.mha(query, key, value, mask, cache, rows=rows)
 
 def _wrap_attention(model: nn.Module, wrap, names=("self_attn", "src_attn")):
     "Replace each layer's attention sublayers `names` by `wrap(sublayer)` (on a benchmarked copy)."
@@ -222,6 +223,10 @@ def _wrap_attention(model: nn.Module, wrap, names=("self_attn", "src_attn")):
             if hasattr(layer, name): setattr(layer, name, wrap(getattr(layer, name)))
 
 def _attention_layers(m): return [a for a in m.modules() if isinstance(a, MultiHeadAttention)]
+
+def _all_rows(m):
+    "Every layer projects and feeds forward all positions, padding included (a lever off)."
+    for layer in [*m.encoder.layers, *m.decoder.layers]: layer.real_rows = False
 
 # %% ../nbs/19_performance.ipynb #425c5617
 def _set_all(m, **attrs):
@@ -235,6 +240,7 @@ LEVERS = {
     "no attention dropout":        (lambda m: _set_all(m, attn_dropout=0.1), {}),
     "fused QKV projection":        (lambda m: _wrap_attention(m, _SeparateQKV, ("self_attn",)), {}),
     "masks built once per batch":  (lambda m: _wrap_attention(m, _MaskPerLayer), {}),
+    "position-wise layers on real positions only": (_all_rows, {}),
     "generator on non-pad positions only": (lambda m: None, {"nonpad_logits": False}),
     "loss in one pass":            (lambda m: None, {"fused_loss": False}),
 }

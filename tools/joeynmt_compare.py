@@ -372,13 +372,14 @@ def cmd_run_ours(a):
     from annotated_transformer.model import count_parameters
     work, M, T = Path(a.work), a.minutes, a.threads
     data_root()
-    run_dir = Path(a.run_dir or work / "runs" / f"ours-{M:g}min-{T}thr")
+    run_dir = Path(a.run_dir or work / "runs" / (f"ours-{M:g}min-{T}thr" + ("" if a.precision == "fp32" else f"-{a.precision}")))
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "ckpt"
     exe = Path(sys.executable).parent / "annotated-transformer"
     env = {**os.environ, **thread_env(T), "PYTHONUNBUFFERED": "1"}
     cmd = [str(exe), "train", "--recipe", a.recipe, "--device", "cpu", "--checkpoint-dir", str(ckpt_dir),
            "--seed", str(a.seed)]
+    if a.precision != "fp32": cmd += ["--precision", a.precision]
     print("+", " ".join(f"{k}={v}" for k, v in thread_env(T).items()), shlex.join(cmd), flush=True)
     t0 = time.time()
     with open(run_dir / "train.out", "w") as out, open(run_dir / "train.log", "w") as err:
@@ -406,7 +407,7 @@ def cmd_run_ours(a):
     tok_s = log.get("engine_tokens_per_s")
     train_s = st["tokens"] / tok_s if tok_s else None   # the bar's rate: tokens since fit began / its seconds
     res = {
-        "engine": "annotated_transformer", "version": None, "minutes": M, "threads": T,
+        "engine": "annotated_transformer", "version": None, "minutes": M, "threads": T, "precision": a.precision,
         "command": " ".join(f"{k}={v}" for k, v in thread_env(T).items()) + " " + shlex.join(cmd),
         "test_command": shlex.join(ev_cmd), "stop": stop, "wall_s": round(wall, 1),
         "config": json.loads((Path(a.work) / "joey" / "ours.json").read_text())
@@ -482,6 +483,8 @@ def main(argv=None):
         if name == "run-ours":
             s.add_argument("--recipe", default="small")
             s.add_argument("--seed", type=int, default=0)
+            s.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                           help="our training precision (bf16: autocast, chapter 11; default fp32)")
         s.set_defaults(func=func)
     s = sub.add_parser("compare", help="a markdown table of result JSONs (the first is the ratio's base)")
     s.add_argument("results", nargs="+")
