@@ -349,7 +349,7 @@ def bf16_speedup(preset: str="small",
                  vocab_size: int=BENCH_VOCAB, repeats: int=5, probe_n: int=2048,
                  device=None, seed: int=0, **overrides,
                 ) -> dict:
-    "Training throughput under bf16 autocast vs fp32 (ours), and the same ratio for a bare matmul."
+    "bf16 autocast vs fp32 training (ours), ours vs `nn.Transformer` under the same autocast, a bare matmul."
     torch.manual_seed(seed)
     model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
@@ -360,13 +360,16 @@ def bf16_speedup(preset: str="small",
             if isinstance(a, MultiHeadAttention): a.fused = False
     fns = {"fp32": BenchStep(model, src, tgt),
            "bf16": BenchStep(explicit, src, tgt, precision="bf16"),
-           "bf16, fused attention": BenchStep(copy.deepcopy(model), src, tgt, precision="bf16")}
+           "bf16, fused attention": BenchStep(copy.deepcopy(model), src, tgt, precision="bf16"),
+           "nn.Transformer, bf16": reference_step(TorchTransformerModel(model).to(device), src, tgt,
+                                                  precision="bf16")}
     (p32, _), (p16, _) = (matmul_probe(probe_n, device),
                           matmul_probe(probe_n, device, torch.bfloat16))
     times = interleaved_times({**fns, "matmul fp32": p32, "matmul bf16": p16}, repeats,
                               sync=_sync(device))
     return dict(speedup=median_ratio(times, "fp32", "bf16"),
                 speedup_fused_attention=median_ratio(times, "fp32", "bf16, fused attention"),
+                speedup_vs_nn_transformer=median_ratio(times, "nn.Transformer, bf16", "bf16"),
                 matmul_speedup=median_ratio(times, "matmul fp32", "matmul bf16"),
                 tokens_per_s={k: f.tokens / statistics.median(times[k]) for k, f in fns.items()})
 
@@ -603,7 +606,9 @@ def format_report(res: dict) -> str:
                      f"(target ≥ {t['bf16_speedup']}: {ok(r >= t['bf16_speedup'])}); "
                      "with the fused attention kernel "
                      f"{res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
-                     f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×")
+                     f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×; ours "
+                     f"{res['details']['bf16'][p]['speedup_vs_nn_transformer']:.2f}× "
+                     "nn.Transformer, both bf16")
     g = res["greedy_cached_speedup"]
     lines.append("greedy decoding, cached / uncached: "
                  + ", ".join(f"{k} steps {v:.1f}×" for k, v in g.items())
