@@ -1,5 +1,7 @@
 """Chapter 2's single-query attention lever on against off, over the 1,014 Multi30k validation sentences, both
-shipped models: identical ids and BLEU (beam 4, alpha 0.6, batches of 64, one thread, packed float32).
+shipped models: identical ids and BLEU (beam 4, alpha 0.6, batches of 64, one thread, packed float32). Where the CPU
+computes bf16 natively, also bf16 packed weights (chapter 14's approximate lever) against float32, and the single-query
+lever under bf16 (its explicit softmax runs in bf16 there; the fused kernel accumulates in float32).
 
     python tools/lever_agreement.py nbs/results/lever_agreement.json
 """
@@ -8,7 +10,7 @@ from annotated_transformer.ctranslate2_export import _resolve, _bleu_tokens
 from annotated_transformer.data import load_split
 from annotated_transformer.evaluation import encode_sources
 from annotated_transformer.decoding import decode_corpus, fused_single_query, pack_linears
-from annotated_transformer.runtime import hardware_summary
+from annotated_transformer.runtime import bf16_native, hardware_summary
 torch.set_num_threads(1)
 out = {"hardware": hardware_summary(as_dict=True), "runs": {}}
 for name in ("de-en", "en-de"):
@@ -22,6 +24,13 @@ for name in ("de-en", "en-de"):
     r = {"sentences": len(ids), "bleu_on": round(_bleu_tokens(codec, on, refs)[0], 2),
          "single_query off": {"identical": sum(a == b for a, b in zip(on, off)),
                               "bleu_off": round(_bleu_tokens(codec, off, refs)[0], 2)}}
+    if bf16_native():
+        b = pack_linears(m, torch.bfloat16)
+        b_on, b_off = decode_corpus(b, ids), decode_corpus(fused_single_query(b), ids)
+        r["bf16"] = {"identical_to_float32": sum(a == c for a, c in zip(on, b_on)),
+                     "bleu": round(_bleu_tokens(codec, b_on, refs)[0], 2),
+                     "single_query off, identical": sum(a == c for a, c in zip(b_on, b_off)),
+                     "single_query off, bleu": round(_bleu_tokens(codec, b_off, refs)[0], 2)}
     out["runs"][name] = r
     print(name, r, flush=True)
 out["command"] = "python tools/lever_agreement.py " + " ".join(sys.argv[1:])
