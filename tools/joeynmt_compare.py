@@ -372,7 +372,8 @@ def cmd_run_ours(a):
     from annotated_transformer.model import count_parameters
     work, M, T = Path(a.work), a.minutes, a.threads
     data_root()
-    run_dir = Path(a.run_dir or work / "runs" / (f"ours-{M:g}min-{T}thr" + ("" if a.precision == "fp32" else f"-{a.precision}")))
+    suffix = "" if a.precision == "fp32" else f"-{a.precision}"
+    run_dir = Path(a.run_dir or work / "runs" / f"ours-{M:g}min-{T}thr{suffix}")
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "ckpt"
     exe = Path(sys.executable).parent / "annotated-transformer"
