@@ -135,24 +135,27 @@ class MultiHeadAttention(nn.Module):
     def _heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_k)
         return x.unflatten(-1, (self.n_heads, self.d_k)).transpose(1, 2)
 
-    def forward(self,
-                query: torch.Tensor,    # (batch, q_len, d_model)
-                key: torch.Tensor,      # (batch, k_len, d_model)
-                value: torch.Tensor,    # (batch, k_len, d_model)
-                # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
-                mask: torch.Tensor|None=None,
-                cache: dict|None=None,  # a layer's KV-cache entry, updated in place
-                # (query rows, key rows), each (batch, len) bool, True = real: project those only
-                rows: tuple|None=None,
-               ) -> torch.Tensor:       # (batch, q_len, d_model)
-        q_rows, kv_rows = rows or (None, None)
-        q, k, v = self._project(query, key, value, cache, q_rows, kv_rows)  # each (batch, heads, len, d_k)
-        p = self.attn_dropout if self.training else 0.0
-        if self.record_weights or not self.fused or fused_is_slow(q, self.single_query):
-            x, w = scaled_dot_product_attention(q, k, v, mask, p)
-            if self.record_weights: self.attn_weights = w.detach()
-        else: x = fused_attention(q, k, v, mask, p)                # (batch, heads, q_len, d_k)
-        return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
+# %% ../nbs/02_attention.ipynb #d878edd7
+@patch
+def forward(self: MultiHeadAttention,
+            query: torch.Tensor,    # (batch, q_len, d_model)
+            key: torch.Tensor,      # (batch, k_len, d_model)
+            value: torch.Tensor,    # (batch, k_len, d_model)
+            # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
+            mask: torch.Tensor|None=None,
+            cache: dict|None=None,  # a layer's KV-cache entry, updated in place
+            # (query rows, key rows), each (batch, len) bool, True = real: project those only
+            rows: tuple|None=None,
+           ) -> torch.Tensor:       # (batch, q_len, d_model)
+    "softmax(QKᵀ/√d_k)V per head, heads concatenated, then W^O (§3.2.2); `rows` skips padding."
+    q_rows, kv_rows = rows or (None, None)
+    q, k, v = self._project(query, key, value, cache, q_rows, kv_rows)  # each (batch, heads, len, d_k)
+    p = self.attn_dropout if self.training else 0.0
+    if self.record_weights or not self.fused or fused_is_slow(q, self.single_query):
+        x, w = scaled_dot_product_attention(q, k, v, mask, p)
+        if self.record_weights: self.attn_weights = w.detach()
+    else: x = fused_attention(q, k, v, mask, p)                # (batch, heads, q_len, d_k)
+    return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
 
 # %% ../nbs/02_attention.ipynb #fc2a34ed
 @patch
