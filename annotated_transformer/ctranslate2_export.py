@@ -395,7 +395,8 @@ def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
 
 # %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
 LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1",
-          "cross-attention rows kept", "inference_mode", "single-query attention (explicit)",
+          "cross-attention rows kept", "inference_mode", "top-k by chunks",
+          "single-query attention (explicit)",
           "packed linear layers (oneDNN)", "int8 linear layers")
 
 def _lever_off(name: str) -> dict:
@@ -403,7 +404,8 @@ def _lever_off(name: str) -> dict:
     return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(fast=False),
             "one beam at step 1": dict(levers=SearchLevers(one_beam_start=False)),
             "cross-attention rows kept": dict(levers=SearchLevers(lazy_cross=False)),
-            "inference_mode": dict(levers=SearchLevers(inference_mode=False))}[name]
+            "inference_mode": dict(levers=SearchLevers(inference_mode=False)),
+            "top-k by chunks": dict(levers=SearchLevers(topk_chunk=0))}[name]
 
 def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
             repeats) -> list[dict]:

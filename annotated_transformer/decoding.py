@@ -6,10 +6,11 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
-import copy, math, signal, sys, warnings
+import copy, math, os, signal, sys, warnings
 from dataclasses import dataclass
 from typing import Sequence
 import torch
+from fastcore.basics import patch
 from torch import nn
 import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
@@ -193,6 +194,7 @@ class SearchLevers:
     one_beam_start: bool=True # step 1 runs one `<s>` row per sentence instead of K alike ones
     lazy_cross: bool=True     # cross-attention rows move only when sentences leave the batch
     inference_mode: bool=True # `torch.inference_mode` instead of `torch.no_grad`
+    topk_chunk: int=32        # the step's top-k by chunks of this many tokens (0: over all at once)
 
 def _reorder_rows(cache: KVCache, # a decoder's cache
                   part: str,      # "self_attn" or "src_attn"
@@ -238,6 +240,26 @@ def _fast_finish(fin, fin_len, fin_score, active, # as `_merge_finished`
     r = torch.arange(b, device=seqs.device)[:, None]
     hyp = torch.cat([seqs.view(b, n_live, -1)[r, parent[:, :K], 1:], tok[:, :K, None]], 2)
     _merge_finished(fin, fin_len, fin_score, active, hyp, norm, pad_idx)
+
+# %% ../nbs/14_decoding.ipynb #4d7c7236
+def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
+                        logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
+                        K: int,               # beam size
+                        chunk: int=32,        # tokens per chunk; 0: `_candidates` itself
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `_candidates`
+    "`_candidates` by chunks: the top-k of each chunk's best, then of the tokens of the 2K best chunks."
+    b, n_live, V = *scores.shape, logp.shape[-1]
+    k, n_chunks = min(2 * K, n_live * V), -(-V // max(chunk, 1))
+    if chunk < 1 or n_live * n_chunks < k: return _candidates(scores, logp, K)
+    if V % chunk: logp = F.pad(logp, (0, n_chunks * chunk - V), value=-math.inf)
+    blocks, s = logp.view(b * n_live, n_chunks, chunk), scores.reshape(b * n_live, 1)
+    best = (s + blocks.amax(-1)).reshape(b, n_live * n_chunks)   # (b, n_live·n_chunks) each chunk's best
+    ch = best.topk(k, dim=1).indices                              # (b, 2K) the 2K best chunks
+    row = torch.arange(b, device=logp.device)[:, None] * n_live + ch // n_chunks  # (b, 2K) their beams
+    cand = (s[row] + blocks[row, ch % n_chunks]).reshape(b, k * chunk)           # (b, 2K·chunk)
+    top, j = cand.topk(k, dim=1)                                  # (b, 2K) best first
+    c = ch.gather(1, j // chunk)                                  # (b, 2K) the chunk of each
+    return top, c // n_chunks, ((c % n_chunks) * chunk + j % chunk).clamp(max=V - 1)
 
 # %% ../nbs/14_decoding.ipynb #1384cdc3
 def _fast_start(model, src, src_mask, K: int, start_symbol: int,
@@ -303,7 +325,7 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
             step += 1
             h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·n_live, d_model)
             logp = model.generator(h).float()                                 # (b·n_live, vocab)
-            top, parent, tok = _candidates(scores, logp, K)                   # (b, 2K)
+            top, parent, tok = _chunked_candidates(scores, logp, K, levers.topk_chunk)  # (b, 2K)
             is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
             ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, length_penalty)
             _fast_finish(fin, fin_len, fin_score, active, seqs, top, parent, tok, ends, lp, pad_idx)
@@ -329,6 +351,9 @@ def fused_single_query(model: nn.Module, # a copy is returned; `model` itself is
 
 # %% ../nbs/14_decoding.ipynb #202626d6
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+# oneDNN keeps 1,024 primitives, one per shape, dtype and thread count; a process that decodes in
+# several of these (a benchmark, a notebook) needs more, read once, before oneDNN's first primitive
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16384")
 
 class PackedLinear(nn.Linear):
     "An `nn.Linear` whose CPU inference multiplies by a oneDNN-packed copy of its weight."
@@ -340,8 +365,9 @@ class PackedLinear(nn.Linear):
         self._packed = self._packed_key = None   # the packed weight and bias; what they were packed from
 
     def _key(self) -> tuple: # changes with the weight and bias: storage, dtype, in-place changes
-        return tuple(None if t is None else (t.data_ptr(), t.dtype, -1 if t.is_inference() else t._version)
-                     for t in (self.weight, self.bias))
+        w, b = self.weight, self.bias
+        return (w.data_ptr(), w.dtype, -1 if w.is_inference() else w._version,
+                None if b is None else (b.data_ptr(), b.dtype, -1 if b.is_inference() else b._version))
 
     def pack(self) -> bool: # False: this CPU's oneDNN cannot pack it, and `F.linear` does the work
         "Pack the weight (and cast the bias) for oneDNN, unless that is done for these values."
@@ -354,18 +380,24 @@ class PackedLinear(nn.Linear):
             self._packed, self._packed_key = (packed, None if b is None else b.detach().to(cd)), key
         return self._packed[0] is not None
 
-    def forward(self, x: torch.Tensor, # (..., in_features)
-               ) -> torch.Tensor:      # (..., out_features), x's dtype
-        w = self.weight
-        if (not _ONEDNN or not torch.backends.mkldnn.enabled or torch.is_grad_enabled()
-                or not (x.is_cpu and w.is_cpu) or x.dtype != torch.float32 or w.dtype != torch.float32
-                or not self.pack()):
-            return F.linear(x, w, self.bias)
-        y = torch.ops.mkldnn._linear_pointwise(x.to(self.compute_dtype), *self._packed, "none", [], "")
-        return y.to(x.dtype)
-
     def __getstate__(self): # copies and pickles leave the packed weight out (opaque to both)
         return {**self.__dict__, "_packed": None, "_packed_key": None}
+
+# %% ../nbs/14_decoding.ipynb #046bb777
+@patch
+def forward(self: PackedLinear,
+            x: torch.Tensor,  # (..., in_features)
+           ) -> torch.Tensor: # (..., out_features), x's dtype
+    "`x` times the packed weight (and the bias) by oneDNN; `F.linear` wherever that is not the same math."
+    w = self.weight
+    if (not _ONEDNN or not torch.backends.mkldnn.enabled or torch.is_grad_enabled()
+            or not (x.is_cpu and w.is_cpu) or x.dtype != torch.float32 or w.dtype != torch.float32
+            or not self.pack()):
+        return F.linear(x, w, self.bias)
+    if self.compute_dtype == torch.float32:   # no casts
+        return torch.ops.mkldnn._linear_pointwise(x, *self._packed, "none", [], "")
+    y = torch.ops.mkldnn._linear_pointwise(x.to(self.compute_dtype), *self._packed, "none", [], "")
+    return y.to(x.dtype)
 
 # %% ../nbs/14_decoding.ipynb #fbbe1259
 def pack_linears(model: nn.Module,          # a copy is returned; `model` itself is unchanged
