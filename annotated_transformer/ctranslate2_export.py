@@ -74,6 +74,27 @@ def _ffn(spec, ff, norm):
     _linear(spec.linear_1, ff.w_2)
     _norm(spec.layer_norm, norm)
 
+# %% ../nbs/34_ctranslate2_export.ipynb #c4a8980c
+def _stacks(spec, model: Transformer):
+    "Both stacks into a `TransformerSpec`: embeddings, positional tables, layers, pre-norm's final norms."
+    for side, emb in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
+        # the encoder's is a list
+        table = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
+        table.weight = _np(emb.embed.lut.weight)
+        side.scale_embeddings = True                          # × √d_model (§3.4)
+        # (max_len, d_model): our table, sinusoidal or learned
+        side.position_encodings.encodings = _np(emb.pos.pe)
+    for s, l in zip(spec.encoder.layer, model.encoder.layers):
+        _attention(s.self_attention, l.self_attn, l.sublayer[0].norm)
+        _ffn(s.ffn, l.feed_forward, l.sublayer[1].norm)
+    for s, l in zip(spec.decoder.layer, model.decoder.layers):
+        _attention(s.self_attention, l.self_attn, l.sublayer[0].norm)
+        _attention(s.attention, l.src_attn, l.sublayer[1].norm, cross=True)
+        _ffn(s.ffn, l.feed_forward, l.sublayer[2].norm)
+    if model.config.norm_first:
+        _norm(spec.encoder.layer_norm, model.encoder.norm)
+        _norm(spec.decoder.layer_norm, model.decoder.norm)
+
 # %% ../nbs/34_ctranslate2_export.ipynb #5611489e
 def to_ctranslate2_spec(
     model: Transformer,        # a `Transformer` (chapter 6), e.g. from `load_model`
@@ -91,23 +112,7 @@ def to_ctranslate2_spec(
     spec.config.layer_norm_epsilon = model.encoder.layers[0].sublayer[0].norm.eps
     # our sources are <s> … </s>
     spec.config.add_source_bos = spec.config.add_source_eos = True
-    for side, emb in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
-        # the encoder's is a list
-        table = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
-        table.weight = _np(emb.embed.lut.weight)
-        side.scale_embeddings = True                          # × √d_model (§3.4)
-        # (max_len, d_model): our table, sinusoidal or learned
-        side.position_encodings.encodings = _np(emb.pos.pe)
-    for s, l in zip(spec.encoder.layer, model.encoder.layers):
-        _attention(s.self_attention, l.self_attn, l.sublayer[0].norm)
-        _ffn(s.ffn, l.feed_forward, l.sublayer[1].norm)
-    for s, l in zip(spec.decoder.layer, model.decoder.layers):
-        _attention(s.self_attention, l.self_attn, l.sublayer[0].norm)
-        _attention(s.attention, l.src_attn, l.sublayer[1].norm, cross=True)
-        _ffn(s.ffn, l.feed_forward, l.sublayer[2].norm)
-    if c.norm_first:
-        _norm(spec.encoder.layer_norm, model.encoder.norm)
-        _norm(spec.decoder.layer_norm, model.decoder.norm)
+    _stacks(spec, model)
     _linear(spec.decoder.projection, model.generator.proj)
     src, tgt = codec_tokens(codec)
     spec.register_source_vocabulary(src)
@@ -220,6 +225,16 @@ def _pick(hyps: list[list[int]], scores: list[float], length_penalty: float,
                    key=lambda x: x[0] / length_normalization(len(x[1]), length_penalty))[1]
     return hyps[0]
 
+def _by_cap(sources: Sequence[Sequence[int]], extra_len: int, max_len: int,
+           ) -> dict[int, list[int]]: # output cap -> its sentences: one call per cap, as ours caps each
+    "The sentences grouped by their output cap, min(source length + extra_len, max_len); checks the ids."
+    groups: dict[int, list[int]] = {}
+    for k, s in enumerate(sources):
+        if len(s) < 2 or s[0] != BOS_IDX or s[-1] != EOS_IDX:
+            raise ValueError(f"source {k} is not <s> … </s> ids (as encode_sources makes them)")
+        groups.setdefault(min(len(s) + extra_len, max_len), []).append(k)
+    return groups
+
 # %% ../nbs/34_ctranslate2_export.ipynb #129770b6
 def decode_ctranslate2(
     translator,                  # a `ctranslate2.Translator` (from `load_ctranslate2`)
@@ -238,14 +253,7 @@ def decode_ctranslate2(
         raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
     src_itos, tgt_itos = codec_tokens(codec)
     stoi = {t: i for i, t in enumerate(tgt_itos)}
-    for k, s in enumerate(sources):
-        if len(s) < 2 or s[0] != BOS_IDX or s[-1] != EOS_IDX:
-            raise ValueError(f"source {k} is not <s> … </s> ids (as encode_sources makes them)")
-    gnmt = penalty == "gnmt" and beam_size > 1
-    # output cap -> sentences: one call per cap, as ours caps each
-    groups: dict[int, list[int]] = {}
-    for k, s in enumerate(sources):
-        groups.setdefault(min(len(s) + extra_len, max_len), []).append(k)
+    gnmt, groups = penalty == "gnmt" and beam_size > 1, _by_cap(sources, extra_len, max_len)
     out: list[list[int]] = [[] for _ in sources]
     pending = [(idx, translator.translate_batch(
                     [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
