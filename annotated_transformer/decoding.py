@@ -196,6 +196,10 @@ class SearchLevers:
     inference_mode: bool=True # `torch.inference_mode` instead of `torch.no_grad`
     topk_chunk: int=32        # the step's top-k by chunks of this many tokens (0: over all at once)
 
+    def __post_init__(self):
+        if type(self.topk_chunk) is not int or self.topk_chunk < 0:
+            raise ValueError(f"topk_chunk={self.topk_chunk!r} must be an int ≥ 0 (0: one top-k over all)")
+
 def _reorder_rows(cache: KVCache, # a decoder's cache
                   part: str,      # "self_attn" or "src_attn"
                   index: torch.Tensor, # (rows,) int64 rows to keep, in their new order
