@@ -209,6 +209,8 @@ def _reorder_rows(cache: KVCache, # a decoder's cache
         d = layer[part]
         for name, t in d.items(): d[name] = t.index_select(0, index)
 
+
+# %% ../nbs/14_decoding.ipynb #2ca6fc3f
 def _no_finished(B: int, K: int, max_len: int, pad_idx: int, dev) -> tuple:
     "Empty finished slots: tokens (B, K, max_len) all PAD, lengths (B, K) 0, scores (B, K) -inf."
     return (torch.full((B, K, max_len), pad_idx, dtype=torch.long, device=dev),
@@ -253,8 +255,9 @@ def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of ea
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `_candidates`
     "`_candidates` by chunks: the top-k of each chunk's best, then of the tokens of the 2K best chunks."
     b, n_live, V = *scores.shape, logp.shape[-1]
-    k, n_chunks = min(2 * K, n_live * V), -(-V // max(chunk, 1))
-    if chunk < 1 or n_live * n_chunks < k: return _candidates(scores, logp, K)
+    if chunk < 1: return _candidates(scores, logp, K)
+    k, n_chunks = min(2 * K, n_live * V), -(-V // chunk)
+    if n_live * n_chunks < k: return _candidates(scores, logp, K)   # too few chunks to choose from
     if V % chunk: logp = F.pad(logp, (0, n_chunks * chunk - V), value=-math.inf)
     blocks, s = logp.view(b * n_live, n_chunks, chunk), scores.reshape(b * n_live, 1)
     best = (s + blocks.amax(-1)).reshape(b, n_live * n_chunks)   # (b, n_live·n_chunks) each chunk's best
@@ -369,9 +372,8 @@ class PackedLinear(nn.Linear):
         self._packed = self._packed_key = None   # the packed weight and bias; what they were packed from
 
     def _key(self) -> tuple: # changes with the weight and bias: storage, dtype, in-place changes
-        w, b = self.weight, self.bias
-        return (w.data_ptr(), w.dtype, -1 if w.is_inference() else w._version,
-                None if b is None else (b.data_ptr(), b.dtype, -1 if b.is_inference() else b._version))
+        return tuple(None if t is None else (t.data_ptr(), t.dtype, -1 if t.is_inference() else t._version)
+                     for t in (self.weight, self.bias))
 
     def pack(self) -> bool: # False: this CPU's oneDNN cannot pack it, and `F.linear` does the work
         "Pack the weight (and cast the bias) for oneDNN, unless that is done for these values."
