@@ -11,11 +11,11 @@ import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
 from torch import nn
-from .encoder_decoder import on_rows
+from .encoder_decoder import append_positions, on_rows
 
 # %% auto #0
 __all__ = ['padding_mask', 'causal_mask', 'target_mask', 'check_mask', 'scaled_dot_product_attention', 'fused_attention',
-           'fused_is_slow', 'MultiHeadAttention', 'copy_mha_to_torch']
+           'fused_is_slow', 'MultiHeadAttention', 'fold_queries', 'unfold_queries', 'copy_mha_to_torch']
 
 # %% ../nbs/02_attention.ipynb #63c73dea
 def padding_mask(tokens: torch.Tensor, # (batch, seq_len) int64 token ids
@@ -135,6 +135,23 @@ class MultiHeadAttention(nn.Module):
     def _heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_k)
         return x.unflatten(-1, (self.n_heads, self.d_k)).transpose(1, 2)
 
+# %% ../nbs/02_attention.ipynb #766e54ce
+def fold_queries(q: torch.Tensor, # (kv_batch·g, heads, q_len, d_k): g consecutive rows share a key row
+                 kv_batch: int,   # the keys' batch size
+                ) -> torch.Tensor: # (kv_batch, heads, g·q_len, d_k)
+    "Rows of queries that share one row of keys (a sentence's beams) as more queries of that row."
+    if q.shape[0] == kv_batch: return q
+    g, r = divmod(q.shape[0], kv_batch) if kv_batch else (0, 1)
+    if r: raise ValueError(f"the queries' batch {q.shape[0]} is not a multiple of the keys' {kv_batch}")
+    return q.unflatten(0, (kv_batch, g)).transpose(1, 2).flatten(2, 3)
+
+def unfold_queries(x: torch.Tensor, # (kv_batch, heads, g·q_len, …) an attention output or weights
+                   q_len: int,      # queries per row before folding
+                  ) -> torch.Tensor: # (kv_batch·g, heads, q_len, …)
+    "Undo `fold_queries`: each row of queries back in its own batch row."
+    if x.shape[2] == q_len: return x
+    return x.unflatten(2, (-1, q_len)).transpose(1, 2).flatten(0, 1)
+
 # %% ../nbs/02_attention.ipynb #d878edd7
 @patch
 def forward(self: MultiHeadAttention,
@@ -150,11 +167,14 @@ def forward(self: MultiHeadAttention,
     "softmax(QKᵀ/√d_k)V per head, heads concatenated, then W^O (§3.2.2); `rows` skips padding."
     q_rows, kv_rows = rows or (None, None)
     q, k, v = self._project(query, key, value, cache, q_rows, kv_rows)  # each (batch, heads, len, d_k)
-    p = self.attn_dropout if self.training else 0.0
-    if self.record_weights or not self.fused or fused_is_slow(q, self.single_query):
+    p, q_len = (self.attn_dropout if self.training else 0.0), q.shape[2]
+    explicit = self.record_weights or not self.fused or fused_is_slow(q, self.single_query)
+    q = fold_queries(q, k.shape[0])                            # (kv_batch, heads, g·q_len, d_k)
+    if explicit:
         x, w = scaled_dot_product_attention(q, k, v, mask, p)
-        if self.record_weights: self.attn_weights = w.detach()
-    else: x = fused_attention(q, k, v, mask, p)                # (batch, heads, q_len, d_k)
+        if self.record_weights: self.attn_weights = unfold_queries(w, q_len).detach()
+    else: x = fused_attention(q, k, v, mask, p)
+    x = unfold_queries(x, q_len)                               # (batch, heads, q_len, d_k)
     return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
 
 # %% ../nbs/02_attention.ipynb #fc2a34ed
@@ -170,9 +190,7 @@ def _project(self: MultiHeadAttention,
     if key is query and value is query:
         # each (batch, heads, len, d_k)
         q, k, v = map(self._heads, on_rows(self.in_proj, query, q_rows).chunk(3, dim=-1))
-        if cache is not None:
-            if "k" in cache: k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-            cache["k"], cache["v"] = k, v
+        if cache is not None: k, v = append_positions(cache, k, v)   # (batch, heads, all, d_k)
         return q, k, v
     part = lambda x, i, j, rows: on_rows(lambda x: F.linear(x, W[i*d:j*d], b[i*d:j*d]), x, rows)
     q = self._heads(part(query, 0, 1, q_rows))                # cross-attention

@@ -403,7 +403,8 @@ def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
 
 # %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
 LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1",
-          "cross-attention rows kept", "inference_mode", "top-k by chunks",
+          "cross-attention rows shared by beams", "self-attention cache reordered as it grows",
+          "inference_mode", "top-k by chunks",
           "single-query attention (explicit)",
           "packed linear layers (oneDNN)", "int8 linear layers")
 
@@ -411,7 +412,8 @@ def _lever_off(name: str) -> dict:
     "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
     return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(fast=False),
             "one beam at step 1": dict(levers=SearchLevers(one_beam_start=False)),
-            "cross-attention rows kept": dict(levers=SearchLevers(lazy_cross=False)),
+            "cross-attention rows shared by beams": dict(levers=SearchLevers(lazy_cross=False)),
+            "self-attention cache reordered as it grows": dict(levers=SearchLevers(deferred_reorder=False)),
             "inference_mode": dict(levers=SearchLevers(inference_mode=False)),
             "top-k by chunks": dict(levers=SearchLevers(topk_chunk=0))}[name]
 

@@ -192,23 +192,14 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
 class SearchLevers:
     "The exact speed levers of `fast_beam_search`: each can be switched off; the ids stay the same."
     one_beam_start: bool=True # step 1 runs one `<s>` row per sentence instead of K alike ones
-    lazy_cross: bool=True     # cross-attention rows move only when sentences leave the batch
+    lazy_cross: bool=True     # a sentence's beams share its cross-attention rows (not K copies)
     inference_mode: bool=True # `torch.inference_mode` instead of `torch.no_grad`
     topk_chunk: int=32        # the step's top-k by chunks of this many tokens (0: over all at once)
+    deferred_reorder: bool=True # self-attention rows reordered by the next append: one copy, not two
 
     def __post_init__(self):
         if type(self.topk_chunk) is not int or self.topk_chunk < 0:
             raise ValueError(f"topk_chunk={self.topk_chunk!r} must be an int ≥ 0 (0: one top-k over all)")
-
-def _reorder_rows(cache: KVCache, # a decoder's cache
-                  part: str,      # "self_attn" or "src_attn"
-                  index: torch.Tensor, # (rows,) int64 rows to keep, in their new order
-                 ):
-    "`KVCache.reorder` for one attention of every layer: one `index_select` per cached tensor."
-    for layer in cache.layers:
-        d = layer[part]
-        for name, t in d.items(): d[name] = t.index_select(0, index)
-
 
 # %% ../nbs/14_decoding.ipynb #2ca6fc3f
 def _no_finished(B: int, K: int, max_len: int, pad_idx: int, dev) -> tuple:
@@ -270,13 +261,13 @@ def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of ea
 
 # %% ../nbs/14_decoding.ipynb #1384cdc3
 def _fast_start(model, src, src_mask, K: int, start_symbol: int,
-                one_beam: bool, # `SearchLevers.one_beam_start`
+                levers: SearchLevers, # its `one_beam_start` and `lazy_cross`
                ) -> tuple:      # memory, mask, seqs (B·n_live, 1), scores (B, n_live), n_live
     "Encode once; one `<s>` beam per sentence (all K would be alike), or K (the vocabulary < 2K)."
     memory, mask, dev = model.encode(src, src_mask), src_mask, src.device
     vocab = getattr(getattr(model, "config", None), "tgt_vocab_size", 0)
-    n_live = 1 if one_beam and 2 * K <= vocab else K
-    if n_live == K:
+    n_live = 1 if levers.one_beam_start and 2 * K <= vocab else K
+    if n_live == K and not levers.lazy_cross:
         # (B·K, src_len, …)
         memory, mask = memory.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)
     seqs = torch.full((src.shape[0] * n_live, 1), start_symbol, dtype=torch.long, device=dev)
@@ -288,20 +279,18 @@ def _fast_advance(cache, memory, mask, seqs, alive, pos, parent, tok,
                   go: torch.Tensor,  # (b',) int64 the row groups (sentences) that go on
                   n_live: int,       # live beams per sentence this step
                   K: int,            # beam size
-                  lazy_cross: bool,  # `SearchLevers.lazy_cross`
+                  levers: SearchLevers, # its `lazy_cross` and `deferred_reorder`
                  ) -> tuple:         # memory, mask, seqs (b'·K, step + 1), scores (b', K)
     "Keep the sentences `go`; their K best extensions that do not end (`alive`, `pos`) go on."
     alive, pos = alive[go], pos[go]                                            # (b', K)
     # (b'·K,) new beam order
     index = (go[:, None] * n_live + parent[go].gather(1, pos)).reshape(-1)
-    _reorder_rows(cache, "self_attn", index)
-    # a sentence's cross-attention rows are alike: moved only when sentences leave (or K appear)
-    if not lazy_cross: rows = index
-    elif n_live < K or go.shape[0] < seqs.shape[0] // n_live:
-        rows = (go[:, None] * n_live + torch.arange(K, device=go.device) % n_live).reshape(-1)
-    else: rows = None
+    cache.reorder(index, ("self_attn",), defer=levers.deferred_reorder)
+    # one cross-attention row per sentence, shared by its beams: moved only when sentences leave
+    if not levers.lazy_cross: rows = index          # each beam its own copy (K per sentence)
+    else: rows = go if go.shape[0] < memory.shape[0] else None
     if rows is not None:
-        _reorder_rows(cache, "src_attn", rows)
+        cache.reorder(rows, ("src_attn",))
         memory, mask = memory[rows], mask[rows]
     # (b'·K, step + 1)
     seqs = torch.cat([seqs[index], tok[go].gather(1, pos).reshape(-1, 1)], dim=1)
@@ -323,8 +312,7 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
     if B == 0: return _no_sentences(n_best, dev)
     with torch.inference_mode() if levers.inference_mode else torch.no_grad():
         limit = search_limits(model, src_mask, max_new_tokens, extra_len)            # (B,)
-        memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, K, start_symbol,
-                                                         levers.one_beam_start)
+        memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, K, start_symbol, levers)
         cache = KVCache(len(model.decoder.layers))
         fin, fin_len, fin_score = _no_finished(B, K, int(limit.max()), pad_idx, dev)
         active, step = torch.arange(B, device=dev), 0
@@ -343,7 +331,7 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer`
             go = (~done).nonzero().squeeze(1)                     # the stop test: one host sync
             if go.shape[0] == 0: break
             memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, alive, pos, parent,
-                                                       tok, go, n_live, K, levers.lazy_cross)
+                                                       tok, go, n_live, K, levers)
             active, n_live = active[go], K
         return _n_best(fin, fin_len, fin_score, n_best)
 

@@ -12,7 +12,7 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['EncoderDecoder', 'clones', 'SublayerConnection', 'real_positions', 'on_rows', 'EncoderLayer', 'Encoder', 'KVCache',
-           'DecoderLayer', 'Decoder']
+           'append_positions', 'DecoderLayer', 'Decoder']
 
 # %% ../nbs/01_encoder_decoder.ipynb #203a9e2e
 class EncoderDecoder(nn.Module):
@@ -158,11 +158,37 @@ class KVCache:
         self.layers = [dict(self_attn={}, src_attn={}) for _ in range(n_layers)]
         self.length = 0
 
-    def reorder(self, index: torch.Tensor): # (new_batch,) int64 rows to keep, e.g. surviving beams
-        "Select batch rows of every cached tensor in place (beam search reorders hypotheses)."
+    def reorder(self, index: torch.Tensor, # (new_batch,) int64 rows to keep, e.g. surviving beams
+                parts: tuple=("self_attn", "src_attn"), # the attentions whose tensors move
+                defer: bool=False, # self-attention's rows taken by its next `append_positions`
+               ):
+        "Select batch rows of the cached tensors in place (beam search reorders hypotheses)."
         for layer in self.layers:
-            for part in layer.values():
-                for name, t in part.items(): part[name] = t.index_select(0, index)
+            for name in parts:
+                part = layer[name]
+                if "rows" in part: part["rows"] = part["rows"][index]  # a deferred reorder, composed
+                elif defer and name == "self_attn": part["rows"] = index
+                else: part.update({n: t.index_select(0, index) for n, t in part.items()})
+
+# %% ../nbs/01_encoder_decoder.ipynb #f95beea0
+def append_positions(entry: dict,     # a self-attention entry of a `KVCache`, updated in place
+                     k: torch.Tensor, # (batch, heads, new_len, d_k) the new positions' keys
+                     v: torch.Tensor, # (batch, heads, new_len, d_v) and values
+                    ) -> tuple[torch.Tensor, torch.Tensor]: # all positions' keys and values
+    "Append the new positions along `len`; a deferred reorder's rows are taken in the same copy."
+    rows = entry.pop("rows", None)
+    if "k" in entry: k, v = _grown(entry["k"], k, rows), _grown(entry["v"], v, rows)
+    entry["k"], entry["v"] = k, v
+    return k, v
+
+def _grown(old: torch.Tensor, new: torch.Tensor, rows: torch.Tensor|None) -> torch.Tensor:
+    "`torch.cat([old[rows], new], 2)` with the rows of `old` written straight into the result."
+    if rows is None: return torch.cat([old, new], 2)
+    T = old.shape[2]
+    out = old.new_empty(rows.shape[0], old.shape[1], T + new.shape[2], old.shape[3])
+    torch.index_select(old, 0, rows, out=out[:, :, :T])   # (rows, heads, T, d_k), no temporary
+    out[:, :, T:] = new
+    return out
 
 # %% ../nbs/01_encoder_decoder.ipynb #5e26a36e
 class DecoderLayer(nn.Module):

@@ -207,7 +207,10 @@ def decode(self: Transformer, memory, src_mask, tgt, tgt_mask, cache=None):
     check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", start, values=start == 0)
     B, T = tgt.shape
     check_mask(tgt_mask, (B, c.n_heads, T, start + T), "tgt_mask")
-    check_mask(src_mask, (B, c.n_heads, T, memory.shape[1]), "src_mask")
+    # a beam search may give each sentence's memory row to g consecutive target rows (chapter 2)
+    if memory.shape[0] and B % memory.shape[0]:
+        raise ValueError(f"tgt has {B} rows, not a multiple of memory's {memory.shape[0]}")
+    check_mask(src_mask, (memory.shape[0], c.n_heads, T, memory.shape[1]), "src_mask")
     return EncoderDecoder.decode(self, memory, src_mask, tgt, tgt_mask, cache)
 
 # %% ../nbs/06_model.ipynb #9638ccea

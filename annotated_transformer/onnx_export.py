@@ -301,6 +301,10 @@ class OnnxModel(nn.Module):
         return torch.from_numpy(np.stack([k, v])).permute(2, 0, 1, 3, 4, 5)
     def decode(self, memory, src_mask, tgt, tgt_mask, cache):  # -> (batch, 1, vocab) log-probs
         pad, entry = self.config.pad_idx, cache.layers[0]["self_attn"]
+        g = tgt.shape[0] // max(memory.shape[0], 1)   # a sentence's beams share its row (chapter 14):
+        memory, src_mask = memory.repeat_interleave(g, 0), src_mask.repeat_interleave(g, 0)  # one per beam
+        rows = entry.pop("rows", None)                # a deferred reorder (chapter 1's `KVCache.reorder`)
+        if rows is not None: entry.update(k=entry["k"][rows], v=entry["v"][rows])
         src = torch.where(src_mask[:, 0, 0], pad + 1, pad).numpy()  # ids the graph's mask reads
         cross = memory.permute(1, 2, 0, 3, 4, 5).contiguous().numpy()   # (2, layers, batch, …)
         n, B, H, d_k = cross.shape[1], cross.shape[2], cross.shape[3], cross.shape[5]
