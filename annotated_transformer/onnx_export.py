@@ -292,6 +292,7 @@ class OnnxModel(nn.Module):
     def __init__(self, onnx_model: OnnxTranslator, config):  # config: the exported model's
         super().__init__()
         self.onnx, self.config, self.generator = onnx_model, config, nn.Identity()
+        self._held = None
         self.decoder = nn.Module()
         self.decoder.layers = [None]            # one cache entry holds every layer's keys, values
         self.register_buffer("anchor", torch.zeros(0))   # the device that `decode_corpus` reads
@@ -299,14 +300,21 @@ class OnnxModel(nn.Module):
     def encode(self, src, src_mask):  # -> (batch, 2, layers, heads, src_len, d_k) cross K and V
         k, v = self.onnx.encoder(src.cpu().numpy())[:2]
         return torch.from_numpy(np.stack([k, v])).permute(2, 0, 1, 3, 4, 5)
+    def _step_inputs(self, memory, src_mask, g: int): # g: beams per row of `memory`
+        "The graph's source ids and cross K/V, a row per beam: made again only when `memory` changes."
+        held = self._held   # the last step's (memory, src_mask, g, source ids, cross K/V), or None
+        # the search keeps the same memory tensor until sentences leave
+        if held is None or held[0] is not memory or held[1] is not src_mask or held[2] != g:
+            pad, mask = self.config.pad_idx, src_mask.repeat_interleave(g, 0)
+            cross = memory.repeat_interleave(g, 0).permute(1, 2, 0, 3, 4, 5)   # (2, layers, batch, …)
+            ids = torch.where(mask[:, 0, 0], pad + 1, pad).numpy()   # ids the graph's mask reads
+            self._held = held = (memory, src_mask, g, ids, cross.contiguous().numpy())
+        return held[3:]
     def decode(self, memory, src_mask, tgt, tgt_mask, cache):  # -> (batch, 1, vocab) log-probs
-        pad, entry = self.config.pad_idx, cache.layers[0]["self_attn"]
-        g = tgt.shape[0] // max(memory.shape[0], 1)   # a sentence's beams share its row (chapter 14):
-        memory, src_mask = memory.repeat_interleave(g, 0), src_mask.repeat_interleave(g, 0)  # one per beam
+        entry = cache.layers[0]["self_attn"]
         rows = entry.pop("rows", None)                # a deferred reorder (chapter 1's `KVCache.reorder`)
         if rows is not None: entry.update(k=entry["k"][rows], v=entry["v"][rows])
-        src = torch.where(src_mask[:, 0, 0], pad + 1, pad).numpy()  # ids the graph's mask reads
-        cross = memory.permute(1, 2, 0, 3, 4, 5).contiguous().numpy()   # (2, layers, batch, …)
+        src, cross = self._step_inputs(memory, src_mask, tgt.shape[0] // max(memory.shape[0], 1))
         n, B, H, d_k = cross.shape[1], cross.shape[2], cross.shape[3], cross.shape[5]
         past = [entry[x].transpose(0, 1).contiguous().numpy() if x in entry
                 else np.zeros((n, B, H, 0, d_k), np.float32) for x in ("k", "v")]

@@ -1,4 +1,5 @@
-"""Chapter 2's single-query attention lever, and chapter 14's top-k by chunks, each on against off, over the 1,014
+"""Chapter 2's single-query attention lever, and chapter 14's top-k by chunks, shared cross-attention rows and deferred
+cache reorder, each on against off, over the 1,014
 Multi30k validation sentences, both shipped models: identical ids and BLEU (beam 4, alpha 0.6, batches of 64, one
 thread, packed float32). Where the CPU
 computes bf16 natively, also bf16 packed weights (chapter 14's approximate lever) against float32, and the single-query
@@ -23,11 +24,17 @@ for name in ("de-en", "en-de"):
     on = decode_corpus(p, ids)
     off = decode_corpus(fused_single_query(p), ids)
     whole = decode_corpus(p, ids, levers=SearchLevers(topk_chunk=0))
+    copies = decode_corpus(p, ids, levers=SearchLevers(lazy_cross=False))
+    eager = decode_corpus(p, ids, levers=SearchLevers(deferred_reorder=False))
     r = {"sentences": len(ids), "bleu_on": round(_bleu_tokens(codec, on, refs)[0], 2),
          "single_query off": {"identical": sum(a == b for a, b in zip(on, off)),
                               "bleu_off": round(_bleu_tokens(codec, off, refs)[0], 2)},
          "topk by chunks off": {"identical": sum(a == b for a, b in zip(on, whole)),
-                                "bleu_off": round(_bleu_tokens(codec, whole, refs)[0], 2)}}
+                                "bleu_off": round(_bleu_tokens(codec, whole, refs)[0], 2)},
+         "shared cross rows off": {"identical": sum(a == b for a, b in zip(on, copies)),
+                                   "bleu_off": round(_bleu_tokens(codec, copies, refs)[0], 2)},
+         "deferred reorder off": {"identical": sum(a == b for a, b in zip(on, eager)),
+                                  "bleu_off": round(_bleu_tokens(codec, eager, refs)[0], 2)}}
     if bf16_native():
         b = pack_linears(m, torch.bfloat16)
         b_on, b_off = decode_corpus(b, ids), decode_corpus(fused_single_query(b), ids)
