@@ -146,11 +146,11 @@ def fold_queries(q: torch.Tensor, # (kv_batch·g, heads, q_len, d_k): g consecut
     return q.unflatten(0, (kv_batch, g)).transpose(1, 2).flatten(2, 3)
 
 def unfold_queries(x: torch.Tensor, # (kv_batch, heads, g·q_len, …) an attention output or weights
-                   q_len: int,      # queries per row before folding
+                   batch: int,      # the queries' batch before folding, kv_batch·g
                   ) -> torch.Tensor: # (kv_batch·g, heads, q_len, …)
     "Undo `fold_queries`: each row of queries back in its own batch row."
-    if x.shape[2] == q_len: return x
-    return x.unflatten(2, (-1, q_len)).transpose(1, 2).flatten(0, 1)
+    if x.shape[0] == batch: return x
+    return x.unflatten(2, (batch // x.shape[0], -1)).transpose(1, 2).flatten(0, 1)
 
 # %% ../nbs/02_attention.ipynb #d878edd7
 @patch
@@ -167,14 +167,14 @@ def forward(self: MultiHeadAttention,
     "softmax(QKᵀ/√d_k)V per head, heads concatenated, then W^O (§3.2.2); `rows` skips padding."
     q_rows, kv_rows = rows or (None, None)
     q, k, v = self._project(query, key, value, cache, q_rows, kv_rows)  # each (batch, heads, len, d_k)
-    p, q_len = (self.attn_dropout if self.training else 0.0), q.shape[2]
+    p, batch = (self.attn_dropout if self.training else 0.0), q.shape[0]
     explicit = self.record_weights or not self.fused or fused_is_slow(q, self.single_query)
     q = fold_queries(q, k.shape[0])                            # (kv_batch, heads, g·q_len, d_k)
     if explicit:
         x, w = scaled_dot_product_attention(q, k, v, mask, p)
-        if self.record_weights: self.attn_weights = unfold_queries(w, q_len).detach()
+        if self.record_weights: self.attn_weights = unfold_queries(w, batch).detach()
     else: x = fused_attention(q, k, v, mask, p)
-    x = unfold_queries(x, q_len)                               # (batch, heads, q_len, d_k)
+    x = unfold_queries(x, batch)                               # (batch, heads, q_len, d_k)
     return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
 
 # %% ../nbs/02_attention.ipynb #fc2a34ed

@@ -166,9 +166,10 @@ class KVCache:
         for layer in self.layers:
             for name in parts:
                 part = layer[name]
-                if "rows" in part: part["rows"] = part["rows"][index]  # a deferred reorder, composed
-                elif defer and name == "self_attn": part["rows"] = index
-                else: part.update({n: t.index_select(0, index) for n, t in part.items()})
+                rows = part.pop("rows", None)                 # a deferred reorder not yet taken
+                rows = index if rows is None else rows[index] # composed: rows first, then index
+                if defer and name == "self_attn": part["rows"] = rows
+                else: part.update({n: t.index_select(0, rows) for n, t in part.items()})
 
 # %% ../nbs/01_encoder_decoder.ipynb #f95beea0
 def append_positions(entry: dict,     # a self-attention entry of a `KVCache`, updated in place
