@@ -22,19 +22,14 @@ for name in ("de-en", "en-de"):
     refs = [t for _, t in pairs]
     p = pack_linears(m)
     on = decode_corpus(p, ids)
-    off = decode_corpus(fused_single_query(p), ids)
-    whole = decode_corpus(p, ids, levers=SearchLevers(topk_chunk=0))
-    copies = decode_corpus(p, ids, levers=SearchLevers(lazy_cross=False))
-    eager = decode_corpus(p, ids, levers=SearchLevers(deferred_reorder=False))
+    agree = lambda off: {"identical": sum(a == b for a, b in zip(on, off)),
+                         "bleu_off": round(_bleu_tokens(codec, off, refs)[0], 2)}
     r = {"sentences": len(ids), "bleu_on": round(_bleu_tokens(codec, on, refs)[0], 2),
-         "single_query off": {"identical": sum(a == b for a, b in zip(on, off)),
-                              "bleu_off": round(_bleu_tokens(codec, off, refs)[0], 2)},
-         "topk by chunks off": {"identical": sum(a == b for a, b in zip(on, whole)),
-                                "bleu_off": round(_bleu_tokens(codec, whole, refs)[0], 2)},
-         "shared cross rows off": {"identical": sum(a == b for a, b in zip(on, copies)),
-                                   "bleu_off": round(_bleu_tokens(codec, copies, refs)[0], 2)},
-         "deferred reorder off": {"identical": sum(a == b for a, b in zip(on, eager)),
-                                  "bleu_off": round(_bleu_tokens(codec, eager, refs)[0], 2)}}
+         "single_query off": agree(decode_corpus(fused_single_query(p), ids)),
+         **{f"{what} off": agree(decode_corpus(p, ids, levers=SearchLevers(**lever)))
+            for what, lever in (("topk by chunks", dict(topk_chunk=0)),
+                                ("shared cross rows", dict(lazy_cross=False)),
+                                ("deferred reorder", dict(deferred_reorder=False)))}}
     if bf16_native():
         b = pack_linears(m, torch.bfloat16)
         b_on, b_off = decode_corpus(b, ids), decode_corpus(fused_single_query(b), ids)
