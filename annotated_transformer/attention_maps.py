@@ -23,11 +23,6 @@ __all__ = ['KINDS', 'AXES', 'NAMES', 'AttentionRecorder', 'token_labels', 'Atten
            'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence', 'save_attention_maps']
 
 # %% ../nbs/18_attention_maps.ipynb #765e219e
-KINDS = {
-    "encoder": "encoder.layers.{}.self_attn",  # encoder self-attention: source × source
-    "decoder": "decoder.layers.{}.self_attn",  # decoder (masked) self-attention: target × target
-    "cross":   "decoder.layers.{}.src_attn"}   # encoder–decoder attention: target × source
-
 class AttentionRecorder:
     "Context manager: switch on `record_weights` in each `MultiHeadAttention`; collect the weights."
     def __init__(self, model: nn.Module): # any module with `MultiHeadAttention` layers
@@ -65,6 +60,12 @@ class AttentionRecorder:
                 f"no attention recorded for {name!r}; recorded: "
                 f"{sorted(self.weights) or 'nothing (run the model inside the with block)'}")
         return self.weights[name]
+
+# %% ../nbs/18_attention_maps.ipynb #cf22e0c8
+KINDS = {
+    "encoder": "encoder.layers.{}.self_attn",  # encoder self-attention: source × source
+    "decoder": "decoder.layers.{}.self_attn",  # decoder (masked) self-attention: target × target
+    "cross":   "decoder.layers.{}.src_attn"}   # encoder–decoder attention: target × source
 
 # %% ../nbs/18_attention_maps.ipynb #685f7ecf
 def token_labels(ids: Sequence[int]|torch.Tensor,  # (len,) token ids

@@ -46,23 +46,26 @@ class Batch:
 
     def __len__(self): return self.src.shape[0]
 
-    def to(self, device, non_blocking: bool=False) -> "Batch":
-        "Move every tensor to `device` (masks included, so they are not rebuilt)."
-        b = object.__new__(Batch)
-        b.__dict__.update({k: v.to(device, non_blocking=non_blocking) if torch.is_tensor(v) else v
-                           for k, v in self.__dict__.items()})
-        return b
-
-    def pin_memory(self) -> "Batch":
-        "Pinned copies, so that `DataLoader(pin_memory=True)` can speed up host-to-GPU copies."
-        b = object.__new__(Batch)
-        b.__dict__.update({k: v.pin_memory() if torch.is_tensor(v) else v
-                           for k, v in self.__dict__.items()})
-        return b
-
     def __repr__(self):
         return (f"Batch(size={len(self)}, src_len={self.src.shape[1]}, "
                 f"tgt_len={self.tgt_in.shape[1]}, n_tokens={self.n_tokens})")
+
+# %% ../nbs/08_batching.ipynb #5acff29d
+@patch
+def to(self: Batch, device, non_blocking: bool=False) -> "Batch":
+    "Move every tensor to `device` (masks included, so they are not rebuilt)."
+    b = object.__new__(Batch)
+    b.__dict__.update({k: v.to(device, non_blocking=non_blocking) if torch.is_tensor(v) else v
+                       for k, v in self.__dict__.items()})
+    return b
+
+@patch
+def pin_memory(self: Batch) -> "Batch":
+    "Pinned copies, so that `DataLoader(pin_memory=True)` can speed up host-to-GPU copies."
+    b = object.__new__(Batch)
+    b.__dict__.update({k: v.pin_memory() if torch.is_tensor(v) else v
+                       for k, v in self.__dict__.items()})
+    return b
 
 # %% ../nbs/08_batching.ipynb #98a01e91
 def collate_batch(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tgt) 1-d int64 ids

@@ -601,13 +601,6 @@ class Vocab:
     def from_dict(cls, d: dict) -> Vocab: return cls(d["itos"])
 
 # %% ../nbs/13_data.ipynb #e93e30bf
-VOCAB_FORMAT = "annotated_transformer.vocab/1"
-
-def _codec_header(codec) -> dict:
-    "What every stored vocabulary starts with: its format, kind and direction."
-    return {"format": VOCAB_FORMAT, "kind": codec.kind, "src_lang": codec.src_lang,
-            "tgt_lang": codec.tgt_lang}
-
 class WordCodec:
     "spaCy word tokens + separate source/target `Vocab`s built from training data."
     kind, shared = "word", False
@@ -642,13 +635,26 @@ class WordCodec:
         "Target ids → detokenized text (stops at EOS; an unknown word shows as a separate `<unk>`)."
         unk = SPECIAL_TOKENS[UNK_IDX]
         return detokenize(SPACE + t if t == unk else t for t in self.tgt_vocab.decode(ids))
-    def to_dict(self) -> dict:
-        vocabs = {"src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()}
-        return {**_codec_header(self), **vocabs}
-    @classmethod
-    def from_dict(cls, d):
-        src, tgt = Vocab.from_dict(d["src"]), Vocab.from_dict(d["tgt"])
-        return cls(src, tgt, d["src_lang"], d["tgt_lang"])
+
+# %% ../nbs/13_data.ipynb #31e16a23
+VOCAB_FORMAT = "annotated_transformer.vocab/1"
+
+def _codec_header(codec) -> dict:
+    "What every stored vocabulary starts with: its format, kind and direction."
+    return {"format": VOCAB_FORMAT, "kind": codec.kind, "src_lang": codec.src_lang,
+            "tgt_lang": codec.tgt_lang}
+
+@patch
+def to_dict(self: WordCodec) -> dict:
+    "Plain data: the header, then both vocabularies."
+    vocabs = {"src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()}
+    return {**_codec_header(self), **vocabs}
+
+@patch(cls_method=True)
+def from_dict(cls: WordCodec, d: dict) -> WordCodec:
+    "The codec `to_dict` stored."
+    src, tgt = Vocab.from_dict(d["src"]), Vocab.from_dict(d["tgt"])
+    return cls(src, tgt, d["src_lang"], d["tgt_lang"])
 
 # %% ../nbs/13_data.ipynb #89fb0d71
 def train_bpe(pairs: Sequence[tuple[str, str]], # training (source, target) sentences

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import torch
 from torch import nn
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['EncoderDecoder', 'clones', 'SublayerConnection', 'real_positions', 'on_rows', 'EncoderLayer', 'Encoder', 'KVCache',
@@ -37,26 +38,29 @@ class EncoderDecoder(nn.Module):
         "Run the encoder stack over the embedded source."
         return self.encoder(self.src_embed(src), src_mask)
 
-    def decode(self,
-               memory: torch.Tensor,     # (batch, src_len, d_model) from `encode`
-               # bool, True = may attend, broadcastable to (batch, 1, 1, src_len)
-               src_mask: torch.Tensor,
-               # (batch, tgt_len) int64 target ids (only the new ones when `cache` is given)
-               tgt: torch.Tensor,
-               # bool, broadcastable to (batch, 1, tgt_len, tgt_len); None with a cache
-               tgt_mask: torch.Tensor|None,
-               cache: KVCache|None=None, # incremental-decoding cache, filled and advanced in place
-              ) -> torch.Tensor:         # (batch, tgt_len, d_model)
-        "Run the decoder stack over the embedded target, attending to `memory`."
-        start = cache.length if cache is not None else 0
-        x = self.tgt_embed(tgt, start_pos=start)                 # (batch, tgt_len, d_model)
-        out = self.decoder(x, memory, src_mask, tgt_mask, cache=cache)
-        if cache is not None: cache.length += tgt.shape[1]
-        return out
+# %% ../nbs/01_encoder_decoder.ipynb #f167b340
+@patch
+def decode(self: EncoderDecoder,
+           memory: torch.Tensor,     # (batch, src_len, d_model) from `encode`
+           # bool, True = may attend, broadcastable to (batch, 1, 1, src_len)
+           src_mask: torch.Tensor,
+           # (batch, tgt_len) int64 target ids (only the new ones when `cache` is given)
+           tgt: torch.Tensor,
+           # bool, broadcastable to (batch, 1, tgt_len, tgt_len); None with a cache
+           tgt_mask: torch.Tensor|None,
+           cache: KVCache|None=None, # incremental-decoding cache, filled and advanced in place
+          ) -> torch.Tensor:         # (batch, tgt_len, d_model)
+    "Run the decoder stack over the embedded target, attending to `memory`."
+    start = cache.length if cache is not None else 0
+    x = self.tgt_embed(tgt, start_pos=start)                 # (batch, tgt_len, d_model)
+    out = self.decoder(x, memory, src_mask, tgt_mask, cache=cache)
+    if cache is not None: cache.length += tgt.shape[1]
+    return out
 
-    def forward(self, src, tgt, src_mask, tgt_mask): # shapes as in `encode` and `decode`
-        "Teacher-forced pass: decoder states (batch, tgt_len, d_model); `generator` maps them on."
-        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+@patch
+def forward(self: EncoderDecoder, src, tgt, src_mask, tgt_mask): # shapes as in `encode` and `decode`
+    "Teacher-forced pass: decoder states (batch, tgt_len, d_model); `generator` maps them on."
+    return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
 # %% ../nbs/01_encoder_decoder.ipynb #f83a8dfe
 def clones(module: nn.Module, # the layer to copy
