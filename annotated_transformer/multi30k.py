@@ -27,9 +27,9 @@ from .evaluation import translate, evaluate_bleu, score_sets
 __all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'WARMUP_SHARE', 'Multi30kRecipe', 'default_recipe_name',
            'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history', 'plot_history',
            'tensorboard_writer', 'log_to_tensorboard', 'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir',
-           'resume_run', 'new_recipe', 'Multi30kRun', 'prepare_run', 'run_length', 'fitted_warmup', 'fit_schedule',
-           'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary',
-           'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
+           'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs', 'new_vocabulary', 'prepare_run', 'run_length',
+           'fitted_warmup', 'fit_schedule', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run',
+           'average_last', 'run_summary', 'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -306,6 +306,37 @@ class Multi30kRun:
     skipped: dict = field(default_factory=dict)  # split -> "FILE line N" of each pair left out
     fit_schedule: bool = False                   # a new run on your files: fit the warmup to it
 
+# %% ../nbs/16_multi30k.ipynb #3d9b064d
+def read_pairs(corpus: Corpus, src: str, tgt: str, # the data and the direction
+               max_pairs: int|None,               # the first training pairs only
+               is_main: bool, log,                # rank 0 notes the pairs it skipped
+              ) -> tuple[list, list, dict]:       # train pairs, val pairs, {split: skipped lines}
+    "The training and validation pairs; your files' pairs with a blank side are skipped and noted."
+    skipped = {"train": [], "val": []}
+    train_pairs = corpus.pairs("train", src, tgt, max_pairs, skipped["train"])
+    val_pairs = corpus.pairs("val", src, tgt, skipped=skipped["val"])
+    skipped = {s: where for s, where in skipped.items() if where}
+    if is_main:
+        for where in skipped.values(): log(skipped_note(where))
+    return train_pairs, val_pairs, skipped
+
+def new_vocabulary(o: RunOptions,        # its `vocab_file`, if any
+                   recipe_name: str, overrides: dict, # as `new_recipe`
+                   train_pairs: list, src: str, tgt: str, # what a new vocabulary is learnt from
+                   is_main: bool, log,   # rank 0 says what it built, and how long it took
+                  ) -> tuple:            # the recipe, and a `WordCodec` or `BPECodec`
+    "A new run's recipe and vocabulary: a vocabulary file's, or one built from the training pairs (§5.1)."
+    codec = codec_from_file(o.vocab_file, src, tgt) if o.vocab_file is not None else None
+    recipe = new_recipe(recipe_name, overrides, codec)
+    t = time.perf_counter()
+    codec = codec or build_codec(train_pairs, recipe.vocab == "bpe", recipe.min_freq,
+                                 recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
+    if is_main:
+        read = f"{len(train_pairs)} training pairs" if o.vocab_file is None else o.vocab_file
+        log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / "
+            f"{codec.tgt_vocab_size} target ids, from {read} ({time.perf_counter() - t:.1f} s)")
+    return recipe, codec
+
 # %% ../nbs/16_multi30k.ipynb #f51916b6
 def prepare_run(ctx,                  # the run's `distributed_session`
                 options: RunOptions,  # what `train_multi30k` was asked
@@ -333,22 +364,9 @@ def prepare_run(ctx,                  # the run's `distributed_session`
     splits = o.evaluate_splits
     if splits is None: splits = ("val", *corpus.test_splits())
     corpus.check(("train", "val", *splits), src, tgt)   # all files first: one error names them all
-    skipped = {"train": [], "val": []}                 # your files: pairs with a blank side
-    train_pairs = corpus.pairs("train", src, tgt, max_pairs, skipped["train"])
-    val_pairs = corpus.pairs("val", src, tgt, skipped=skipped["val"])
-    skipped = {s: where for s, where in skipped.items() if where}
-    if ctx.is_main:
-        for where in skipped.values(): log(skipped_note(where))
+    train_pairs, val_pairs, skipped = read_pairs(corpus, src, tgt, max_pairs, ctx.is_main, log)
     if existing is None:
-        codec = codec_from_file(o.vocab_file, src, tgt) if o.vocab_file is not None else None
-        recipe = new_recipe(recipe_name, overrides, codec)
-        t = time.perf_counter()
-        codec = codec or build_codec(train_pairs, recipe.vocab == "bpe", recipe.min_freq,
-                                     recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
-        if ctx.is_main:
-            read = f"{len(train_pairs)} training pairs" if o.vocab_file is None else o.vocab_file
-            log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / "
-                f"{codec.tgt_vocab_size} target ids, from {read} ({time.perf_counter() - t:.1f} s)")
+        recipe, codec = new_vocabulary(o, recipe_name, overrides, train_pairs, src, tgt, ctx.is_main, log)
     fitted = existing is None and corpus.kind == "files"
     fitted = fitted and not {"warmup_steps", "lr_scale"} & overrides.keys()
     return Multi30kRun(recipe_name, recipe, codec, ckpt_dir, existing, seed, max_pairs, src, tgt,
