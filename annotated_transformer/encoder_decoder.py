@@ -48,7 +48,7 @@ def decode(self: EncoderDecoder,
            tgt: torch.Tensor,
            # bool, broadcastable to (batch, 1, tgt_len, tgt_len); None with a cache
            tgt_mask: torch.Tensor|None,
-           cache: KVCache|None=None, # incremental-decoding cache, filled and advanced in place
+           cache=None,               # a `KVCache` (below) for incremental decoding, filled in place
           ) -> torch.Tensor:         # (batch, tgt_len, d_model)
     "Run the decoder stack over the embedded target, attending to `memory`."
     start = cache.length if cache is not None else 0
