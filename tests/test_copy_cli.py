@@ -20,7 +20,6 @@ EXE = str(Path(sys.executable).parent / "annotated-transformer")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SEEDS = range(5)
 MARGIN = 3.0                              # nats: the right token beats the runner-up by a factor e³ ≈ 20 at the end
-PARALLEL = 3                              # processes at once, one thread each: 5 seeds on 2 cores end together
 
 
 def run(*args, **kw):
@@ -40,24 +39,19 @@ def run_main(capsys, *argv):
     return rc, out, err
 
 
-def test_copy_reaches_exact_match_on_every_seed(tmp_path):
+@pytest.mark.spread                                                          # seeds run on both workers at once
+@pytest.mark.parametrize("seed", SEEDS)
+def test_copy_reaches_exact_match_on_every_seed(tmp_path, seed):
     "The default recipe, seeds 0–4, through the CLI: 100 % exact match on 1,000 held-out sequences, with margin."
-    def start(seed):
-        with open(tmp_path / f"seed{seed}.err", "w") as err:
-            return subprocess.Popen([EXE, "train", "--task", "copy", "--seed", str(seed), "--json"],
-                                    stdout=subprocess.PIPE, stderr=err, text=True, env=ENV)
-    results, pending, running = {}, list(SEEDS), {}
-    while pending or running:
-        while pending and len(running) < PARALLEL: s = pending.pop(0); running[s] = start(s)
-        s, p = next(iter(running.items()))
-        out, _ = p.communicate(timeout=1800); del running[s]                 # a hang guard, not a timing check
-        assert p.returncode == 0, (tmp_path / f"seed{s}.err").read_text()[-2000:]
-        results[s] = json.loads(out.strip().splitlines()[-1])                 # the final line is one JSON object
-        assert "train" in (tmp_path / f"seed{s}.err").read_text()            # the progress bar went to stderr
-    for s, res in results.items():
-        assert (res["task"], res["seed"], res["steps"], res["total"]) == ("copy", s, COPY_MAX_STEPS, 1000), res
-        assert len(res["averaged"]) == 5 and set(res["averaged"]) <= set(averaged_steps(COPY_MAX_STEPS, 10)), res  # 5 of 1,100..2,000
-        assert res["exact_match"] == 1.0 and res["min_margin"] >= MARGIN, res
+    with open(tmp_path / "err", "w") as err:
+        p = subprocess.run([EXE, "train", "--task", "copy", "--seed", str(seed), "--json"],
+                           stdout=subprocess.PIPE, stderr=err, text=True, env=ENV, timeout=1800)  # a hang guard
+    assert p.returncode == 0, (tmp_path / "err").read_text()[-2000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])                       # the final line is one JSON object
+    assert "train" in (tmp_path / "err").read_text()                          # the progress bar went to stderr
+    assert (res["task"], res["seed"], res["steps"], res["total"]) == ("copy", seed, COPY_MAX_STEPS, 1000), res
+    assert len(res["averaged"]) == 5 and set(res["averaged"]) <= set(averaged_steps(COPY_MAX_STEPS, 10)), res  # 5 of 1,100..2,000
+    assert res["exact_match"] == 1.0 and res["min_margin"] >= MARGIN, res
 
 
 def test_resume_in_new_process_is_bit_for_bit(tmp_path):
