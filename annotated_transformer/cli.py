@@ -124,10 +124,11 @@ def add_field(p,                    # a parser, or a group of one
         helptext += f" (default: {kw['default']})"
     return p.add_argument(flag or f"--{name.replace('_', '-')}", dest=name, help=helptext, **kw)
 
-# %% ../nbs/92_cli.ipynb #d668fdaa
+# %% ../nbs/92_cli.ipynb #9249b071
 RECIPE_FLAGS = ("save_every", "batch_tokens", "accum_steps", "warmup_steps", "lr_scale",
                 "label_smoothing", "clip_grad")
 
+# %% ../nbs/92_cli.ipynb #9b511660
 def _add_train(sub):
     "`train`: what to learn, from which data, with which recipe, how long, where checkpoints go."
     t = sub.add_parser("train", help="train a model: the copy task, Multi30k German→English (the "
@@ -158,8 +159,7 @@ def _add_train(sub):
     add_field(t, Multi30kRecipe, "vocab", type=vocab_arg, metavar="{bpe,word,FILE}", default=None,
               more="(default: the recipe's, bpe); FILE: the vocab.json of an earlier run "
                    "(or its checkpoint or model folder)")
-    t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe",
-                   help="same as --vocab bpe")
+    t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
     add_field(t, Options, "max_train_pairs")
     add_field(t, Options, "src", type=lang_code,
               more="(default de; --src en --tgt de is the paper's direction)")
@@ -224,7 +224,7 @@ def _add_evaluate(sub):
     add_field(s, Options, "json")
     return s
 
-# %% ../nbs/92_cli.ipynb #829235a1
+# %% ../nbs/92_cli.ipynb #b8cc2ab9
 def _add_attention(sub):
     m = sub.add_parser("attention",
                        help="draw a model's attention maps for one sentence (chapter 18)",
@@ -245,6 +245,7 @@ def _add_attention(sub):
         add_field(m, Options, name, type=lang_code, more="(default: the model's)")
     return m
 
+# %% ../nbs/92_cli.ipynb #0792f7bb
 def _add_average(sub):
     a = sub.add_parser("average", help="average the parameters of several checkpoints (§6.1)",
                        description="Average the weights of checkpoints of one run "
@@ -253,6 +254,7 @@ def _add_average(sub):
     a.add_argument("--output", required=True, help="where to write the averaged checkpoint")
     return a
 
+# %% ../nbs/92_cli.ipynb #3871d84e
 def _add_bench(sub):
     "`bench`: a flag per option of `run_benchmarks` (add one there, then here)."
     b = sub.add_parser("bench",
@@ -279,7 +281,7 @@ def _add_bench(sub):
                    help="also write the result as JSON to FILE")
     return b
 
-# %% ../nbs/92_cli.ipynb #3c72c988
+# %% ../nbs/92_cli.ipynb #23a219d0
 def _add_variations(sub):
     v = sub.add_parser("variations",
                        help="§6.2: train Table 3's variants on Multi30k en→de (resumable)",
@@ -308,6 +310,7 @@ def _add_variations(sub):
                    help="print the records as JSON instead of the table")
     return v
 
+# %% ../nbs/92_cli.ipynb #74594feb
 def _add_export(sub):
     e = sub.add_parser("export", help="write a model folder (safetensors), a CTranslate2 folder "
                                       "or an ONNX folder from a checkpoint or a model",
@@ -331,6 +334,7 @@ def _add_export(sub):
                    help="--format onnx: leave the attention weights out of the graphs' outputs")
     return e
 
+# %% ../nbs/92_cli.ipynb #f3780bbe
 class _Parser(argparse.ArgumentParser):
     "A subcommand's parser: no abbreviated flags (`--max-step` is an error); `flags`: dest -> flag."
     def __init__(self, *a, **kw):
@@ -342,6 +346,7 @@ class _Parser(argparse.ArgumentParser):
         if action.option_strings: self.flags.setdefault(action.dest, action.option_strings[0])
         return action
 
+# %% ../nbs/92_cli.ipynb #a62aa548
 _ADD = (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average, _add_bench,
         _add_variations, _add_export)
 
@@ -355,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.commands = {s.prog.split()[-1]: s for s in (add(sub) for add in _ADD)}
     return p
 
-# %% ../nbs/92_cli.ipynb #f8c42e1c
+# %% ../nbs/92_cli.ipynb #c642aa2f
 def _check_usage(p: argparse.ArgumentParser, args):
     "Combinations of flags that make no sense: usage errors (exit status 2), before any work."
     # the subcommand's usage line, then the message
@@ -380,6 +385,7 @@ def _check_usage(p: argparse.ArgumentParser, args):
     if args.command == "evaluate" and args.test and args.data_dir:
         error("--test PREFIX and --data-dir are exclusive")
 
+# %% ../nbs/92_cli.ipynb #2f971a8d
 def _check_device(device: str|None): # the --device argument
     "Refuse a CUDA device this machine lacks with one line, not a traceback from deep inside torch."
     if not device or not device.startswith("cuda"): return
@@ -393,6 +399,7 @@ def _check_device(device: str|None): # the --device argument
     if idx is not None and idx >= n:
         raise RuntimeError(f"--device {device}: this machine has {n} CUDA device(s)")
 
+# %% ../nbs/92_cli.ipynb #3527dcc6
 def _check_checkpoint_dir(args):
     "Refuse an unusable --checkpoint-dir before any work, not at the first save."
     d = getattr(args, "checkpoint_dir", None)
@@ -428,11 +435,12 @@ def _open_run_dir(d, resume: bool, vocab_file=None) -> Path|None:
 
 
 
-# %% ../nbs/92_cli.ipynb #b8259c1d
+# %% ../nbs/92_cli.ipynb #189e6d54
 def train_command(args) -> int:
     "`annotated-transformer train`: the copy task (chapter 12), or Multi30k or your files (16)."
     return (train_copy_command if args.task == "copy" else train_multi30k_command)(args)
 
+# %% ../nbs/92_cli.ipynb #082b4033
 def _print_multi30k(res: dict):
     "What a Multi30k run prints at the end."
     print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epochs) "
@@ -448,6 +456,7 @@ def _print_multi30k(res: dict):
     print(f"beam {res['recipe']['beam_size']}, α {res['recipe']['length_penalty']}:\n"
           + score_table(res["scores"]))
 
+# %% ../nbs/92_cli.ipynb #9f111136
 # the `RunOptions` that `train` sets by a flag of the same name
 RUN_FLAGS = ("recipe_name", "checkpoint_dir", "data_dir", "resume", "max_steps", "epochs",
              "max_train_pairs", "seed", "device", "precision", "src", "tgt")
@@ -471,7 +480,7 @@ def train_multi30k_command(args) -> int:
     else: _print_multi30k(res)
     return 0
 
-# %% ../nbs/92_cli.ipynb #28e964c7
+# %% ../nbs/92_cli.ipynb #a82f1291
 def _copy_result(s: dict, state, seconds: float, args, seed: int, ctx, averaged: list) -> dict:
     "The copy task's result: the scores, the run's counts and settings, and its last checkpoint."
     last = checkpoint_path(args.checkpoint_dir, state.step) if args.checkpoint_dir else None
@@ -483,6 +492,7 @@ def _copy_result(s: dict, state, seconds: float, args, seed: int, ctx, averaged:
             "world_size": ctx.world_size, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "checkpoint": str(last) if last else None, "averaged": averaged}
 
+# %% ../nbs/92_cli.ipynb #17ce1ef1
 def train_copy_command(args) -> int:
     "`train --task copy`: train on the copy task; how well 1,000 held-out sequences are copied."
     if args.resume and not args.checkpoint_dir: raise ValueError("--resume needs --checkpoint-dir")
@@ -647,7 +657,7 @@ def evaluate_command(args) -> int:
               + "".join(f"\nhypotheses: {p}" for p in written))
     return 0
 
-# %% ../nbs/92_cli.ipynb #f03ae4c2
+# %% ../nbs/92_cli.ipynb #52c9bbb3
 def attention_command(args) -> int:
     "`annotated-transformer attention`: one sentence's attention maps as image files (chapter 18)."
     kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
@@ -665,6 +675,7 @@ def attention_command(args) -> int:
     print(f"translation (greedy, as mapped): {greedy}")
     return 0
 
+# %% ../nbs/92_cli.ipynb #b4a7e7db
 def parse_base(spec: str) -> dict:
     "--base n_layers=2,d_model=64,… → a model dict over chapter 17's BASE."
     out = dict(BASE)
@@ -677,6 +688,7 @@ def parse_base(spec: str) -> dict:
         except ValueError: raise ValueError(f"--base {spec}: {v!r} is not an integer") from None
     return out
 
+# %% ../nbs/92_cli.ipynb #0d82ff70
 def variations_command(args) -> int:
     "`annotated-transformer variations`: run the Table 3 variants not in the results file yet."
     try: seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None
@@ -784,7 +796,7 @@ def _resume_command(argv: list[str],         # the arguments after the program n
         words += ["--checkpoint-dir", str(checkpoint_dir)]
     return shlex.join(words)
 
-# %% ../nbs/92_cli.ipynb #8d01ae92
+# %% ../nbs/92_cli.ipynb #ab5201aa
 def _default_checkpoint_dir(args,
                             recipe_name=None,   # the run's recipe (None: --recipe, else the device's)
                             files=None,         # the run's files (None: --train/--valid, if given)
@@ -799,6 +811,7 @@ def _default_checkpoint_dir(args,
     except Exception: return None
     return d if d.is_dir() or not exists else None
 
+# %% ../nbs/92_cli.ipynb #1d58ea73
 def _stop_message(args, e: KeyboardInterrupt, head: str) -> tuple[str, Path|None, bool]:
     "The message after a stopped `train`, the run's directory, and whether there is one to resume."
     ckpt, step = getattr(e, "checkpoint", None), getattr(e, "step", None)
@@ -820,6 +833,7 @@ def _stop_message(args, e: KeyboardInterrupt, head: str) -> tuple[str, Path|None
             f"a stopped run then saves its last update, "
             f"and the same command plus --resume continues it"), d, False
 
+# %% ../nbs/92_cli.ipynb #d77e3702
 def _interrupted(args, e: KeyboardInterrupt, argv: list[str], argv_given: bool) -> int:
     "After SIGINT/SIGTERM: one message from rank 0: the signal, what was saved, how to continue."
     signum = int(getattr(e, "signum", signal.SIGINT))

@@ -185,10 +185,24 @@ def _average_into(model, snaps: WeightSnapshots,
     model.load_state_dict(average_weights([w[s] for s in chosen]))
     return chosen
 
-# %% ../nbs/12_copy_task.ipynb #6181ef46
+# %% ../nbs/12_copy_task.ipynb #164a97b0
 # `fit`'s keywords of one run (the other `fit_kwargs` of `train_copy` are `FitOptions` fields)
 _RUN_KEYWORDS = ("val_loader", "state", "resume_from", "checkpoint_dir", "extra", "on_step", "log")
 
+def _copy_parts(recipe: dict, device) -> tuple:
+    "The recipe's model, optimizer, schedule, training pairs, batches and loss, seeded by its seed."
+    r = recipe
+    seed_everything(r["seed"])
+    model = create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, r["preset"], dropout=r["dropout"])
+    model = model.to(device)
+    opt = make_optimizer(model)
+    sched = make_scheduler(opt, model.config.d_model, r["warmup_steps"], r["lr_scale"])
+    train = copy_pairs(r["n_train"], r["seed"])
+    loader = token_batch_loader(train, r["batch_tokens"], seed=r["seed"])
+    loss = LabelSmoothingLoss(COPY_VOCAB_SIZE, r["label_smoothing"], PAD_IDX)
+    return model, opt, sched, train, loader, loss
+
+# %% ../nbs/12_copy_task.ipynb #6181ef46
 def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: run `epochs` epochs)
                seed: int=0,                 # seeds the model, the data and the batch order
                preset: str="tiny",          # model preset
@@ -211,14 +225,8 @@ def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: ru
                   lr_scale=lr_scale, label_smoothing=label_smoothing, clip_grad=clip_grad,
                   n_train=n_train, dropout=dropout, accum_steps=fit_kwargs.get("accum_steps", 1),
                   world_size=dist_rank_world()[1])
-    seed_everything(seed)
-    model = create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, preset, dropout=dropout).to(device)
+    model, opt, sched, train, loader, loss = _copy_parts(recipe, device)
     if (ck := fit_kwargs.get("resume_from")) is not None: _check_resume(ck, model, recipe)
-    opt = make_optimizer(model)
-    sched = make_scheduler(opt, model.config.d_model, warmup_steps, lr_scale)
-    train = copy_pairs(n_train, seed)
-    loader = token_batch_loader(train, batch_tokens, seed=seed)
-    loss = LabelSmoothingLoss(COPY_VOCAB_SIZE, label_smoothing, PAD_IDX)
     run = {k: fit_kwargs.pop(k) for k in _RUN_KEYWORDS if k in fit_kwargs}
     run.setdefault("extra", {"task": "copy", "recipe": recipe})
     # the recipe's runs project every position; see the callout below

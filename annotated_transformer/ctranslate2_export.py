@@ -460,7 +460,7 @@ def _run_row(name: str, desc: dict, timed: tuple, codec, refs: list[str]) -> dic
             "sentences_per_s": round(len(hyps) / t, 2), "tokens_per_s": round(tokens / t, 1),
             "bleu": round(bleu, 2)}
 
-def _ratios(runs: list[dict]):
+def _ratios(runs: list[dict]) -> list[dict]:
     "Add each row's speed against CTranslate2 float32 on as many cores: same layout, and its best."
     f32 = [r for r in runs if r["engine"] == "ctranslate2" and r["compute"] == "float32"]
     for r in runs:
@@ -469,11 +469,18 @@ def _ratios(runs: list[dict]):
         r["vs_ct2_float32"] = (round(r["sentences_per_s"] / same[0]["sentences_per_s"], 3)
                                if same else None)
         r["vs_ct2_float32_best"] = round(r["sentences_per_s"] / best, 3) if best else None
+    return runs
+
+def _bench_inputs(m: Transformer, codec, split: str, pairs, n_sentences: int, data_dir):
+    "The split's name (\"given pairs\" with `pairs`), the (source, reference) pairs, references, source ids."
+    split = split if pairs is None else "given pairs"
+    pairs = list(pairs) if pairs is not None else load_split(split, data_dir)[:n_sentences]
+    ids = encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
+    return split, pairs, [t for _, t in pairs], ids
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b58b16b3
 def bench_translation(
-    # a shipped name, a model folder or checkpoint, or a `Transformer` (give `codec`)
-    model: str|os.PathLike|Transformer="de-en",
+    model: str|os.PathLike|Transformer="de-en",  # a shipped name, a folder or checkpoint, a `Transformer`
     split: str="test_2016_flickr",  # the Multi30k split to translate (ignored with `pairs`)
     n_sentences: int=1000,          # its first n sentences
     beam_size: int=4,               # the search, as `decode_corpus`
@@ -488,37 +495,28 @@ def bench_translation(
     codec=None,                     # the text pipeline of a `Transformer` model
     data_dir: str|os.PathLike|None=None, # data root (see `resolve_data_dir`)
     command: str|None=None,         # the command line to record
-    # more engines: (model, codec, ids, threads, search kwargs) -> {name: (description, decoder)}
-    more_engines: Callable|None=None,
+    more_engines: Callable|None=None,  # more: (model, codec, ids, threads, search) -> {name: (desc, decoder)}
 ) -> dict:                          # plain data (JSON): environment, runs, latency, levers
     "Ours against CTranslate2, same weights and sentences: sentences/s, tokens/s, BLEU per engine."
     m, codec, where = _resolve(model, codec)
-    split = split if pairs is None else "given pairs"
-    pairs = list(pairs) if pairs is not None else load_split(split, data_dir)[:n_sentences]
-    refs, ids = ([t for _, t in pairs],
-                 encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0])
-    call = command or (f"bench_translation(model={where!r}, split={split!r}, "
-                       f"n_sentences={len(pairs)}, beam_size={beam_size}, "
-                       f"length_penalty={length_penalty}, batch_size={batch_size}, "
-                       f"threads={tuple(threads)}, repeats={repeats}, int8_ours={int8_ours}, "
-                       f"latency_sentences={latency_sentences}, lever_sentences={lever_sentences})")
+    split, pairs, refs, ids = _bench_inputs(m, codec, split, pairs, n_sentences, data_dir)
+    search = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
+    args = dict(model=where, split=split, n_sentences=len(pairs), **search, threads=tuple(threads),
+                repeats=repeats, int8_ours=int8_ours, latency_sentences=latency_sentences,
+                lever_sentences=lever_sentences)
+    call = command or f"bench_translation({', '.join(f'{k}={v!r}' for k, v in args.items())})"
     with tempfile.TemporaryDirectory() as tmp:
-        # float32; int8 is CTranslate2's compute_type
-        ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)
-        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size,
-                           int8_ours)
+        ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)   # float32 (int8: a compute_type)
+        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size, int8_ours)
         if more_engines:   # e.g. ONNX Runtime (chapter 35), on the same weights and search
-            engines |= more_engines(m, codec, ids, threads, dict(
-                beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size))
+            engines |= more_engines(m, codec, ids, threads, search)
         timed = _interleaved({n: f for n, (_, f) in engines.items()}, repeats)
-        runs = [_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines]
+        runs = _ratios([_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines])
         latency = (_latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size,
                             length_penalty) if latency_sentences else [])
-    _ratios(runs)
     levers = (_levers(m, codec, ids[:lever_sentences], refs[:lever_sentences], beam_size,
                       length_penalty, batch_size, repeats) if lever_sentences else [])
-    return {"command": call, "model": where, "split": split, "sentences": len(pairs),
-            "beam_size": beam_size, "length_penalty": length_penalty, "batch_size": batch_size,
+    return {"command": call, "model": where, "split": split, "sentences": len(pairs), **search,
             **_environment(), "runs": runs, "latency": latency, "levers": levers}
 
 # %% ../nbs/34_ctranslate2_export.ipynb #041fb7ce

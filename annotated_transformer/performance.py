@@ -488,18 +488,9 @@ RATIO_KEYS = ("train_speedup_vs_nn_transformer", "fraction_of_matmul_peak", "gre
               "bf16_speedup", "bf16_matmul_speedup", "peak_memory_ratio", "lever_speedups",
               "attention_scaling")
 
-# %% ../nbs/19_performance.ipynb #26439026
-# tiny sizes: a smoke test of a few seconds, numbers meaningless
-def run_benchmarks(quick: bool=False,
-                   device=None,        # "cpu", "cuda", …; default cuda if available
-                   log=None,           # callable taking a progress message (e.g. print to stderr)
-                   # None: time bf16 where it is native (or on a GPU), skip it where emulated;
-                   # True/False: always/never
-                   bf16: bool|None=None,
-                  # every ratio (RATIO_KEYS), details, targets, `hardware` (hardware_summary) and
-                  # `bf16_skipped`
-                  ) -> dict:
-    "Run every benchmark of this chapter: ratios, each measured in this run against its reference."
+# %% ../nbs/19_performance.ipynb #0eaa3965
+def _bench_sizes(quick: bool, device) -> tuple[torch.device, dict]:
+    "The device (default: cuda if available) and its `BENCH_SIZES` (a GPU's full run: larger batches, `big`)."
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"device {device} requested but CUDA is not available")
@@ -507,6 +498,17 @@ def run_benchmarks(quick: bool=False,
     if device.type == "cuda" and not quick:
         s.update(batch_size=128, probe_n=8192, memory_presets=("tiny", "small", "base", "big"))
         s["decode"]["steps"] = (16, 32, 64, 128)
+    return device, s
+
+# %% ../nbs/19_performance.ipynb #26439026
+def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few seconds, numbers meaningless
+                   device=None,        # "cpu", "cuda", …; default cuda if available
+                   log=None,           # callable taking a progress message (e.g. print to stderr)
+                   # None: time bf16 where it is native (or on a GPU), skip it where emulated; True/False:
+                   bf16: bool|None=None,  # always/never
+                  ) -> dict:  # every ratio (RATIO_KEYS), details, targets, `hardware`, `bf16_skipped`
+    "Run every benchmark of this chapter: ratios, each measured in this run against its reference."
+    device, s = _bench_sizes(quick, device)
     log, t0 = log or (lambda msg: None), time.perf_counter()
     say = lambda msg: log(f"bench [{time.perf_counter() - t0:6.1f}s] {msg}")
     common = dict(batch_size=s["batch_size"], src_len=s["src_len"], tgt_len=s["tgt_len"],
@@ -533,7 +535,6 @@ def run_benchmarks(quick: bool=False,
     res["seconds"] = time.perf_counter() - t0
     say("done")
     return res
-
 
 # %% ../nbs/19_performance.ipynb #04cd18a8
 TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused_loss), Adam; "
@@ -584,6 +585,18 @@ def bench_machine(res: dict) -> str:
     return f"{hw['gpu']} (host: {cpu})" if hw.get("gpu") else f"{cpu}, {n} thread{'s' * (n != 1)}"
 
 
+# %% ../nbs/19_performance.ipynb #65fb35dc
+def _bf16_lines(res: dict, ok) -> list[str]:
+    "`format_report`'s bf16 lines: skipped and why, or each preset's ratios (`ok` words a target)."
+    if res.get("bf16_skipped"): return [f"bf16 autocast: skipped: {res['bf16_skipped']['reason']}"]
+    t = res["targets"]["bf16_speedup"]
+    return [f"bf16 autocast, {p}: {r:.2f}× fp32 (target ≥ {t}: {ok(r >= t)}); "
+            "with the fused attention kernel "
+            f"{res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
+            f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×; ours "
+            f"{res['details']['bf16'][p]['speedup_vs_nn_transformer']:.2f}× nn.Transformer, both bf16"
+            for p, r in (res["bf16_speedup"] or {}).items()]
+
 # %% ../nbs/19_performance.ipynb #40c8c64b
 def format_report(res: dict) -> str:
     "The ratios of a `run_benchmarks` result as readable lines (the JSON has everything)."
@@ -599,16 +612,7 @@ def format_report(res: dict) -> str:
                      f"(target ≥ {tt}: {ok(r >= tt)}); "
                      f"{100 * f['ours']:.0f}% vs {100 * f['nn.Transformer']:.0f}% "
                      "of the fp32 matmul peak")
-    if res.get("bf16_skipped"):
-        lines.append(f"bf16 autocast: skipped: {res['bf16_skipped']['reason']}")
-    for p, r in (res["bf16_speedup"] or {}).items():
-        lines.append(f"bf16 autocast, {p}: {r:.2f}× fp32 "
-                     f"(target ≥ {t['bf16_speedup']}: {ok(r >= t['bf16_speedup'])}); "
-                     "with the fused attention kernel "
-                     f"{res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
-                     f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×; ours "
-                     f"{res['details']['bf16'][p]['speedup_vs_nn_transformer']:.2f}× "
-                     "nn.Transformer, both bf16")
+    lines += _bf16_lines(res, ok)
     g = res["greedy_cached_speedup"]
     lines.append("greedy decoding, cached / uncached: "
                  + ", ".join(f"{k} steps {v:.1f}×" for k, v in g.items())

@@ -301,6 +301,7 @@ class _StopSignals:
         signum = self.signum or asked
         raise TrainingInterrupted(signum, step, checkpoint)
 
+# %% ../nbs/90_runtime.ipynb #87ac4467
 def request_stop(signum: int=signal.SIGTERM): # reported as the signal received
     "Ask the running `fit` to stop as SIGINT/SIGTERM would; `RuntimeError` if none runs."
     if not _StopSignals.active: raise RuntimeError("request_stop: no fit is running")

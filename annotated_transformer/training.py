@@ -235,6 +235,40 @@ class FitOptions:
         if self.clip_grad is not None and not self.clip_grad > 0:
             raise ValueError(f"clip_grad={self.clip_grad} must be positive")
 
+# %% ../nbs/11_training.ipynb #6cf679a4
+def _fit_start(model, optimizer, scheduler, loss_fn, o: FitOptions, checkpoint_dir, extra,
+               state: TrainState|None, resume_from, log) -> tuple[TrainStep, Checkpointer, TrainState]:
+    "`fit`'s update, its checkpointer, and the state it starts from (restored from `resume_from` if given)."
+    step = TrainStep(model, optimizer, scheduler, loss_fn, clip_grad=o.clip_grad, precision=o.precision,
+                     device=o.device, nonpad_logits=o.nonpad_logits, fused_loss=o.fused_loss)
+    ckpts = Checkpointer(checkpoint_dir, step.raw, optimizer, scheduler, step.scaler, extra,
+                         every=o.save_every)
+    if resume_from is not None: state = TrainState.from_dict(ckpts.resume(resume_from, log))
+    else: state = state or TrainState()
+    ckpts.remove_leftovers(log)
+    return step, ckpts, state
+
+def _stderr(message: str): print(message, file=sys.stderr, flush=True)
+def _quiet(message: str): pass
+
+# %% ../nbs/11_training.ipynb #2c574b59
+def _run_epoch(epoch: _Epoch, step: TrainStep, state: TrainState, o: FitOptions, stop: _StopSignals,
+               bar: _Progress, ckpts: Checkpointer, on_step, validation) -> tuple[bool, float]:
+    "The updates of one epoch of `fit`: (done, the stop signal all-reduced over processes, 0 for none)."
+    done, stop_signal = False, 0
+    for window in epoch:
+        loss_sum, n_tok, lr = step(window)
+        # the summed loss, and any rank's stop signal
+        total, stop_signal = all_reduce_sum([loss_sum, float(stop.signum or 0)], step.device)
+        state.record(total, n_tok, lr, check_finite=o.precision != "fp16")
+        bar.update(state)
+        if on_step is not None: on_step(state)
+        if o.validate_every and state.step % o.validate_every == 0: validation()
+        ckpts.after_update(state)
+        done = bool(stop_signal) or (o.max_steps is not None and state.step >= o.max_steps)
+        if done: break
+    return done, stop_signal
+
 # %% ../nbs/11_training.ipynb #010deaa3
 def fit(model: nn.Module,                      # a `Transformer` on its device (DDP-wrapped is fine)
         train_loader: Iterable[Batch],         # training batches, re-iterated every epoch
@@ -253,43 +287,26 @@ def fit(model: nn.Module,                      # a `Transformer` on its device (
        ) -> TrainState:
     "Train (§5) for `max_steps` updates or `epochs` epochs; validate, save, stop cleanly on a signal."
     o = options if options is not None else FitOptions()
-    step = TrainStep(model, optimizer, scheduler, loss_fn, clip_grad=o.clip_grad, precision=o.precision,
-                     device=o.device, nonpad_logits=o.nonpad_logits, fused_loss=o.fused_loss)
-    raw, device, main = step.raw, step.device, dist_rank_world()[0] == 0
-    ckpts = Checkpointer(checkpoint_dir, raw, optimizer, scheduler, step.scaler, extra, every=o.save_every)
     if log is None: log = _stderr if o.progress else _quiet
-    if resume_from is not None: state = TrainState.from_dict(ckpts.resume(resume_from, log))
-    else: state = state or TrainState()
-    ckpts.remove_leftovers(log)
+    step, ckpts, state = _fit_start(model, optimizer, scheduler, loss_fn, o, checkpoint_dir, extra,
+                                    state, resume_from, log)
     def validation():
         if val_loader is None: return
-        state.val_loss.append([state.step, validate(raw, val_loader, step.loss_fn, device, o.precision)])
+        loss = validate(step.raw, val_loader, step.loss_fn, step.device, o.precision)
+        state.val_loss.append([state.step, loss])
     done, stop_signal = o.max_steps is not None and state.step >= o.max_steps, 0
-    with _Progress(o.max_steps, state, o.progress and main) as bar, \
+    with _Progress(o.max_steps, state, o.progress and dist_rank_world()[0] == 0) as bar, \
          _StopSignals(ckpts.forced_stop) as stop:
-        raw.train()
+        step.raw.train()
         while not done and (o.epochs is None or state.epoch < o.epochs):
-            epoch = _Epoch(train_loader, state, o.accum_steps, device)
-            for window in epoch:
-                loss_sum, n_tok, lr = step(window)
-                # the summed loss, and any rank's stop signal
-                total, stop_signal = all_reduce_sum([loss_sum, float(stop.signum or 0)], device)
-                state.record(total, n_tok, lr, check_finite=o.precision != "fp16")
-                bar.update(state)
-                if on_step is not None: on_step(state)
-                if o.validate_every and state.step % o.validate_every == 0: validation()
-                ckpts.after_update(state)
-                done = bool(stop_signal) or (o.max_steps is not None and state.step >= o.max_steps)
-                if done: break
+            epoch = _Epoch(train_loader, state, o.accum_steps, step.device)
+            done, stop_signal = _run_epoch(epoch, step, state, o, stop, bar, ckpts, on_step, validation)
             if done and (stop_signal or not epoch.all_used): break     # stopped inside the epoch
             if not o.validate_every or state.step % o.validate_every: validation()
             state.epoch += 1
             state.batch_in_epoch = 0
         stop.raise_if_stopped(stop_signal, state.step, ckpts.save(state))
     return state
-
-def _stderr(message: str): print(message, file=sys.stderr, flush=True)
-def _quiet(message: str): pass
 
 # %% ../nbs/11_training.ipynb #9f65f62c
 def planned_updates(n_batches: int,        # micro-batches per epoch (`len(loader)`)

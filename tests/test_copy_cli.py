@@ -39,8 +39,7 @@ def run_main(capsys, *argv):
     return rc, out, err
 
 
-@pytest.mark.spread                                                          # seeds run on both workers at once
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", SEEDS)                                     # on both workers (tests/conftest.py)
 def test_copy_reaches_exact_match_on_every_seed(tmp_path, seed):
     "The default recipe, seeds 0–4, through the CLI: 100 % exact match on 1,000 held-out sequences, with margin."
     with open(tmp_path / "err", "w") as err:
