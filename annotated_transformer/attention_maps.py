@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 import matplotlib.pyplot as plt
+from matplotlib.backend_bases import FigureCanvasBase
 from .attention import MultiHeadAttention
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX, SPECIAL_TOKENS
 from .model import greedy_decode
@@ -286,7 +287,12 @@ def save_attention_maps(
     layer: int=-1,             # 0-based; negative counts from the top
     head: int|None=None,       # one head; None: a grid of all heads
 ) -> list[tuple[str, Path]]:   # (what was drawn, its file)
-    "Greedy-translate a sentence, save its attention maps as images; a bad layer or head: an error."
+    "Greedy-translate a sentence, save its attention maps as images; ValueError: a bad argument."
+    if not sentence.strip():
+        raise ValueError("the sentence is empty: nothing to translate, no attention to draw")
+    fmt = Path(output).suffix.lstrip(".").lower()
+    if fmt not in FigureCanvasBase.get_supported_filetypes():
+        raise ValueError(f"output={output}: {fmt or 'no suffix'} is no image format (.png, .pdf or .svg)")
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds: raise ValueError(f"kinds={list(kinds)}: choose from {', '.join(KINDS)}")
     for k in kinds:

@@ -92,6 +92,19 @@ def save_checkpoint(path: str|Path,              # file to write (its directory 
     _write_atomic(ckpt, path)
     return path
 
+# %% ../nbs/91_checkpoints.ipynb #9bc24d44
+def _not_zip(path: Path) -> str:
+    "What a file that is no zip archive is instead, from its first bytes: the end of the error message."
+    with open(path, "rb") as f: head = f.read(9)
+    if head[:1] == b"\x80":                             # pickle's PROTO opcode
+        return ("contains pickled Python objects (a plain pickle, not a file written by save_checkpoint); "
+                "refused unread")
+    if head[:2] == b"PK": return "is truncated or corrupt (not a complete zip archive)"
+    if head[8:9] == b"{":                               # 8-byte header length, then its JSON
+        return "is a safetensors file (weights only), not a checkpoint; its model folder opens as a model"
+    return ("is not a checkpoint: save_checkpoint writes a zip archive, and this file does not start "
+            "like one (a text file, or another format?)")
+
 # %% ../nbs/91_checkpoints.ipynb #bbde52ba
 def _check_file(path: Path):
     "Refuse a missing, empty, non-zip or CRC-failing file before anything is unpickled."
@@ -99,12 +112,8 @@ def _check_file(path: Path):
     if path.is_dir(): raise IsADirectoryError(f"checkpoint {path} is a directory, not a file")
     if path.stat().st_size == 0:
         raise ValueError(f"checkpoint {path} is empty (0 bytes): truncated or never written")
-    if not zipfile.is_zipfile(path):                   # save_checkpoint always writes torch's zip format
-        with open(path, "rb") as f: plain_pickle = f.read(1) == b"\x80"
-        if plain_pickle:
-            raise ValueError(f"checkpoint {path} contains pickled Python objects (a plain pickle, "
-                             f"not a file written by save_checkpoint); refused unread")
-        raise ValueError(f"checkpoint {path} is truncated or corrupt (not a complete zip archive)")
+    # save_checkpoint always writes torch's zip format
+    if not zipfile.is_zipfile(path): raise ValueError(f"checkpoint {path} {_not_zip(path)}")
     try:
         with zipfile.ZipFile(path) as z:               # torch does not check its CRC-32s; zipfile does
             crcs = all(i.CRC or not i.file_size for i in z.infolist())   # (unless saved without)

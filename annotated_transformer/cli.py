@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"
 
 # %% ../nbs/92_cli.ipynb #b3c08d29
 from __future__ import annotations
-import argparse, contextlib, functools, inspect, json, os, shlex, shutil, signal, sys, threading
+import argparse, contextlib, functools, inspect, json, math, os, shlex, shutil, signal, sys, threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +16,7 @@ from . import __version__
 from .runtime import default_device, distributed_session
 from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
     model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
-from .data import (Corpus, iter_lines, ensure_splits, default_test_split,
+from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_split,
     resolve_data_dir, skipped_note)
 from .evaluation import translate, translate_nbest, nbest_row, score_sets, score_table
 from .copy_task import COPY_MAX_STEPS, train_copy, copy_scores
@@ -32,11 +32,11 @@ from .pretrained import export_model, open_translator
 from .decoding import pack_linears
 
 # %% auto #0
-__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'non_negative_float',
-           'lang_code', 'vocab_arg', 'Options', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command',
-           'train_copy_command', 'translate_command', 'average_command', 'eval_corpus', 'evaluate_command',
-           'attention_command', 'parse_base', 'variations_command', 'bench_command', 'export_command',
-           'bench_translate_command', 'main']
+__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
+           'non_negative_float', 'lang_code', 'vocab_arg', 'Options', 'add_field', 'build_parser', 'train_command',
+           'train_multi30k_command', 'train_copy_command', 'translate_command', 'average_command', 'eval_corpus',
+           'evaluate_command', 'attention_command', 'parse_base', 'variations_command', 'bench_command',
+           'export_command', 'bench_translate_command', 'main']
 
 # %% ../nbs/92_cli.ipynb #5b2c8f06
 def _int_at_least(s: str, low: int) -> int:
@@ -58,11 +58,19 @@ def _int_list(s: str) -> tuple[int, ...]:
     "argparse type: comma-separated integers ≥ 1 (`--threads 1,2`)."
     return tuple(positive_int(x) for x in s.split(","))
 
+def name_list(s: str) -> tuple[str, ...]:
+    "argparse type: comma-separated names, none empty (`--split val,test_2016_flickr`)."
+    names = tuple(x.strip() for x in s.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{s!r} has an empty name (e.g. val,test_2016_flickr)")
+    return names
+
 def non_negative_float(s: str) -> float:
-    "argparse type: a float ≥ 0."
+    "argparse type: a finite float ≥ 0."
     try: v = float(s)
     except ValueError: raise argparse.ArgumentTypeError(f"{s!r} is not a number")
-    if not v >= 0: raise argparse.ArgumentTypeError(f"{v} must be at least 0")
+    if not math.isfinite(v): raise argparse.ArgumentTypeError(f"{s!r} is not a finite number")
+    if v < 0: raise argparse.ArgumentTypeError(f"{v} must be at least 0")
     return v
 
 def lang_code(s: str) -> str:
@@ -92,7 +100,7 @@ class Options:
     src: str|None = None
     tgt: str|None = None             # target language
     beam_size: int = 4               # beam size (1 = greedy; §6.1)
-    length_penalty: float = 0.6      # α of the length penalty (§6.1)
+    length_penalty: float = 0.6      # α of the length penalty, 0 to 10 (§6.1)
     # stop the beam at K finished hypotheses (fairseq's rule), not by the exact rule (chapter 14):
     # faster, may miss a better, longer translation
     early_stop: bool = False
@@ -186,7 +194,7 @@ _SHIPPED_DEFAULT = "(default without --checkpoint: the shipped model for --src/-
 
 # %% ../nbs/92_cli.ipynb #ad03e370
 def _add_translate(sub):
-    what = "translate sentences with a trained checkpoint"
+    what = "translate sentences with a shipped model or a trained checkpoint"
     s = sub.add_parser("translate", help=what, description=what)
     _add_model(s, _SHIPPED_DEFAULT)
     _add_decoding(s)
@@ -213,14 +221,14 @@ def _add_evaluate(sub):
     s.add_argument("--output", metavar="FILE", default=None,
                    help="write the detokenized hypotheses to FILE "
                         "(several sets: FILE's stem.SET.suffix)")
-    s.add_argument("--split", default=None,
+    s.add_argument("--split", type=name_list, default=None,
                    help="comma-separated: val, test_2016_flickr, test_2017_flickr, "
                         "test_2017_mscoco, "
                         "test_2018_flickr, tatoeba (default: every test set in the data root); "
                         "the shipped sample has val and test")
     s.add_argument("--max-sentences", type=positive_int, default=None,
                    help="score only the first N sentences of each set")
-    add_field(s, Options, "data_dir", more="(default: the one the checkpoint's run used)")
+    add_field(s, Options, "data_dir", more=f"(default: ${DATA_ENV}, else the one the checkpoint's run used)")
     add_field(s, Options, "json")
     return s
 
@@ -443,7 +451,7 @@ def train_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #082b4033
 def _print_multi30k(res: dict):
     "What a Multi30k run prints at the end."
-    print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epochs) "
+    print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epoch{'' if res['epochs'] == 1 else 's'}) "
           f"of the "
           f"{res['recipe_name']} recipe in {res['train_time_s'] / 60:.1f} min on {res['hardware']}")
     print(f"loss per token {res['train_loss_start']:.2f} → {res['train_loss_end']:.2f}")
@@ -556,8 +564,15 @@ def _writer(path):  # --output: a file (UTF-8, \n line ends), or stdout for None
     if path in (None, "-"): return contextlib.nullcontext(sys.stdout)
     return open(path, "w", encoding="utf-8", newline="\n")
 
+def _check_output(path):  # --output FILE, refused before anything is loaded or decoded
+    if path in (None, "-"): return
+    if Path(path).is_dir(): raise IsADirectoryError(f"--output {path} is a directory, not a file")
+    if not Path(path).absolute().parent.is_dir():
+        raise FileNotFoundError(f"--output {path}: its folder {Path(path).absolute().parent} does not exist")
+
 def _open(args):
     "The model, codec and description that --checkpoint/--model/--src/--tgt/--device ask for."
+    _check_output(getattr(args, "output", None))   # translate, evaluate and attention write --output
     device = default_device(args.device)
     model, codec, info = open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
     # on a CPU, linear layers multiply by oneDNN-packed weights (chapter 14): faster, same math
@@ -601,7 +616,7 @@ def average_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #dfe45c04
 def _splits(args, corpus: Corpus) -> list[str]:
     "--split, else the corpus's test sets; none: test_2016_flickr (Multi30k), val (your files)."
-    if args.split: return args.split.split(",")
+    if args.split: return list(args.split)
     if corpus.kind == "files": return corpus.test_splits() or ["val"]
     return corpus.test_splits() or [default_test_split(resolve_data_dir(corpus.data_dir)[0])]
 
@@ -616,10 +631,11 @@ def _write_hypotheses(path, rows) -> list[str]: # --output FILE; `score_sets` ro
     return out
 
 def eval_corpus(args, info: dict) -> Corpus: # info: from `open_translator`
-    "What `evaluate` scores: --test, else --data-dir, else the run's recorded data, else the default."
+    "What `evaluate` scores: --test, --data-dir, $ANNOTATED_TRANSFORMER_DATA, the run's data, or the default."
     if args.test: return Corpus("files", test=tuple(str(Path(p).absolute()) for p in args.test))
     if args.data_dir or "data" not in info: return Corpus(data_dir=args.data_dir)
     c = Corpus.from_dict(info["data"])
+    if c.kind == "multi30k" and os.environ.get(DATA_ENV): return Corpus()  # the user's root, not the run's
     if c.kind == "multi30k" and not Path(c.data_dir).is_dir():
         raise FileNotFoundError(f"{info['checkpoint']}: the run's data root {c.data_dir} "
                                 f"(recorded in the "
@@ -668,8 +684,9 @@ def attention_command(args) -> int:
     try:
         drawn = save_attention_maps(model, codec, args.sentence, args.output, kinds, args.layer,
                                     args.head)
-    # layer=9 → --layer 9
-    except ValueError as e: raise ValueError(f"--{str(e).replace('=', ' ', 1)}") from None
+    except ValueError as e:                                     # layer=9: … → --layer 9: …
+        m = str(e)
+        raise ValueError(f"--{m.replace('=', ' ', 1)}" if "=" in m.split(":")[0] else m) from None
     for what, path in drawn: print(f"{what}: {path}")
     greedy = translate(model, codec, [args.sentence], beam_size=1)[0]
     print(f"translation (greedy, as mapped): {greedy}")

@@ -25,9 +25,11 @@ __all__ = ['length_normalization', 'search_limits', 'search_done', 'beam_search'
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
-                         length_penalty: float=0.6, # α; 0 disables the penalty
+                         length_penalty: float=0.6, # α in [0, 10]; 0 disables the penalty
                         ) -> float|torch.Tensor:
-    "GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, used in §6.1)."
+    "GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016; §6.1); ValueError: α not in [0, 10]."
+    if not 0 <= length_penalty <= 10:           # NaN fails too; 10 keeps lp finite at any length
+        raise ValueError(f"length_penalty={length_penalty} must be a number from 0 to 10 (§6.1: 0.6)")
     return ((5 + length) / 6) ** length_penalty
 
 # %% ../nbs/14_decoding.ipynb #05c97eaf
