@@ -228,7 +228,7 @@ def _add_evaluate(sub):
                         "the shipped sample has val and test")
     s.add_argument("--max-sentences", type=positive_int, default=None,
                    help="score only the first N sentences of each set")
-    add_field(s, Options, "data_dir", more=f"(default: ${DATA_ENV}, else the one the checkpoint's run used)")
+    add_field(s, Options, "data_dir", more="(default: the one the checkpoint's run used)")
     add_field(s, Options, "json")
     return s
 
@@ -451,8 +451,8 @@ def train_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #082b4033
 def _print_multi30k(res: dict):
     "What a Multi30k run prints at the end."
-    print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({res['epochs']} epoch{'' if res['epochs'] == 1 else 's'}) "
-          f"of the "
+    epochs = f"{res['epochs']} epoch{'' if res['epochs'] == 1 else 's'}"
+    print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({epochs}) of the "
           f"{res['recipe_name']} recipe in {res['train_time_s'] / 60:.1f} min on {res['hardware']}")
     print(f"loss per token {res['train_loss_start']:.2f} → {res['train_loss_end']:.2f}")
     for where in res.get("skipped_pairs", {}).values(): print(skipped_note(where))
@@ -631,15 +631,18 @@ def _write_hypotheses(path, rows) -> list[str]: # --output FILE; `score_sets` ro
     return out
 
 def eval_corpus(args, info: dict) -> Corpus: # info: from `open_translator`
-    "What `evaluate` scores: --test, --data-dir, $ANNOTATED_TRANSFORMER_DATA, the run's data, or the default."
+    "What `evaluate` scores: --test, else --data-dir, else the run's recorded data, else the default."
     if args.test: return Corpus("files", test=tuple(str(Path(p).absolute()) for p in args.test))
     if args.data_dir or "data" not in info: return Corpus(data_dir=args.data_dir)
     c = Corpus.from_dict(info["data"])
-    if c.kind == "multi30k" and os.environ.get(DATA_ENV): return Corpus()  # the user's root, not the run's
-    if c.kind == "multi30k" and not Path(c.data_dir).is_dir():
-        raise FileNotFoundError(f"{info['checkpoint']}: the run's data root {c.data_dir} "
-                                f"(recorded in the "
+    if c.kind != "multi30k" or c.data_dir is None: return c              # your files, or the user cache
+    if not Path(c.data_dir).is_dir():
+        raise FileNotFoundError(f"{info['checkpoint']}: the run's data root {c.data_dir} (recorded in the "
                                 f"checkpoint) is gone; pass --data-dir (or --test PREFIX)")
+    env = os.environ.get(DATA_ENV)
+    if env and Path(env).absolute() not in (Path(c.data_dir), Path(c.data_dir).parent):  # root or multi30k/
+        print(f"annotated-transformer evaluate: note: the run's data root {c.data_dir}, recorded in the "
+              f"checkpoint, not ${DATA_ENV}={env}; --data-dir chooses another", file=sys.stderr)
     return c
 
 # %% ../nbs/92_cli.ipynb #8c663494

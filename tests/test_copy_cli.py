@@ -163,4 +163,4 @@ def test_cli_errors_are_one_line(tmp_path):
     assert r.returncode == 1 and "needs a CUDA device" in r.stderr
     (tmp_path / "step_00000005.pt").write_bytes(b"garbage" * 10)
     r = run(EXE, "train", "--task", "copy", "--resume", "--checkpoint-dir", str(tmp_path))
-    assert r.returncode == 1 and "step_00000005.pt is truncated or corrupt" in r.stderr
+    assert r.returncode == 1 and "step_00000005.pt is not a checkpoint" in r.stderr

@@ -312,10 +312,10 @@ def _bad_checkpoints(d: Path, good: Path, marker: Path) -> dict:
     # and are then read as a plain pickle
     garbage = random.Random(0).randbytes(5000)
     assert garbage[0] != 0x80
-    put("garbage.pt", garbage, "corrupt")
+    put("garbage.pt", garbage, "is not a checkpoint")
     b = bytearray(data); i = entry_start(good, "data.pkl") + 40; b[i:i + 32] = bytes(x ^ 0x5A for x in b[i:i + 32])
     put("pickle_bytes.pt", bytes(b), "corrupt")
-    put("text.pt", b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n", "corrupt")
+    put("text.pt", b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n", "Git LFS pointer", "git lfs pull")
     torch.save({**ck, "extra": {"vocab": ck["extra"].get("vocab"), "hook": Evil(marker)}}, d / "code_torch.pt")
     out["code_torch.pt"] = (d / "code_torch.pt", ("pickled Python objects",))
     put("code_pickle.pt", pickle.dumps(Evil(marker)), "pickled Python objects")
@@ -565,7 +565,7 @@ USAGE_ERRORS = [
     (["train", "--task", "copy", "--save-every", "0"], "--save-every: 0 must be at least 1"),
     (["train", "--task", "copy", "--max-steps", "ten"], "--max-steps: 'ten' is not an integer"),
     (["train", "--task", "copy", "--lr-scale", "-1"], "--lr-scale: -1.0 must be at least 0"),
-    (["train", "--task", "copy", "--lr-scale", "nan"], "--lr-scale: nan must be at least 0"),
+    (["train", "--task", "copy", "--lr-scale", "nan"], "--lr-scale: 'nan' is not a finite number"),
     (["train", "--task", "nope"], "invalid choice: 'nope'"),
     (["train", "--precision", "fp8"], "invalid choice: 'fp8'"),
     (["train", "--beam-size", "-1"], "--beam-size: -1 must be at least 1"),
@@ -606,7 +606,7 @@ def test_runtime_errors_exit_1_with_one_line(tmp_path, capsys):
     assert_one_line_error(*run_main(capsys, "train", "--task", "copy", "--resume", "--checkpoint-dir", tmp_path), "no checkpoint")
     assert_one_line_error(*run_main(capsys, "train", "--task", "copy", "--device", "bogus", "--max-steps", "1"), "bogus")
     assert_one_line_error(*run_main(capsys, "average", tmp_path / "a.pt", "--output", tmp_path / "o.pt"), "a.pt does not exist")
-    rc, out, err = run_main(capsys, "train", "--task", "copy", "--max-steps", "3", "--lr-scale", "inf", "--json")
+    rc, out, err = run_main(capsys, "train", "--task", "copy", "--max-steps", "3", "--lr-scale", "1e30", "--json")
     assert_one_line_error(rc, out, err, "loss became")
 
 
