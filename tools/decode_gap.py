@@ -1,9 +1,10 @@
 """Where the batch decoding gap to CTranslate2 goes, on this CPU, one thread: chapter 14's exact stopping rule against
 its `early_stop` option and CTranslate2 float32 (same weights, 1,000 test_2016_flickr sentences, beam 4, alpha 0.6,
 batches of 64, three interleaved runs, medians), then `torch.profiler` over one 300-sentence decode (operators' self
-time), and the matrix products of a step alone, in GFLOP/s, at 256 rows (a batch of 64 sentences' beams) and at 4
-(one sentence's): packed by oneDNN (what `pack_linears` does), by `F.linear` (MKL's sgemm), and packed by MKL
-(`cblas_sgemm_pack`, which CTranslate2 can use on Intel).
+time), 40 sentences decoded one at a time (steps, operator calls per step), and the matrix products of a step alone,
+in GFLOP/s, at 256 rows (a batch of 64 sentences' beams) and at 4 (one sentence's): packed by oneDNN (what
+`pack_linears` does), by `F.linear` (MKL's sgemm), and packed by MKL (`cblas_sgemm_pack`, which CTranslate2 can use
+on Intel).
 
     python tools/decode_gap.py nbs/results/decode_gap_avx2.json
 """
@@ -44,6 +45,23 @@ total = sum(e.self_cpu_time_total for e in ops)
 out["profile_300"] = [{"op": e.key, "share": round(e.self_cpu_time_total / total, 3), "calls": e.count,
                        "ms_per_call": round(e.self_cpu_time_total / e.count / 1e3, 3)}
                       for e in sorted(ops, key=lambda e: -e.self_cpu_time_total)[:12]]
+
+# one sentence at a time (what `translate` does interactively): its steps, and the operator calls in each
+singles = ids[:40]
+for s in singles[:5]: decode_corpus(p, [s])
+t = time.perf_counter()
+for s in singles: decode_corpus(p, [s])
+wall = time.perf_counter() - t
+with profile(activities=[ProfilerActivity.CPU]) as prof:
+    for s in singles: decode_corpus(p, [s])
+ops = {e.key: e for e in prof.key_averages()}
+steps = ops["aten::_log_softmax"].count                       # one log-softmax over the vocabulary per step
+op_total = sum(e.self_cpu_time_total for e in ops.values())
+out["single_sentence_40"] = {"ms_per_sentence": round(1e3 * wall / len(singles), 1), "steps": steps,
+                             "ms_per_step": round(1e3 * wall / steps, 2),
+                             "operator_calls_per_step": round(sum(e.count for e in ops.values()) / steps),
+                             "packed_products_share": round(ops["mkldnn::_linear_pointwise"].self_cpu_time_total
+                                                            / op_total, 3)}
 
 def timed(f, n=30):
     f(); t = time.perf_counter()
