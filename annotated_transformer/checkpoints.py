@@ -96,14 +96,14 @@ def save_checkpoint(path: str|Path,              # file to write (its directory 
 def _not_zip(path: Path) -> str:
     "What a file that is no zip archive is instead, from its first bytes: the end of the error message."
     with open(path, "rb") as f: head = f.read(32)
+    if head[8:9] == b"{":                               # 8-byte header length, then its JSON
+        return "is a safetensors file (weights only), not a checkpoint: give its model folder as --model"
     if head[:1] == b"\x80":                             # pickle's PROTO opcode
         return ("contains pickled Python objects (a plain pickle, not a file written by save_checkpoint); "
                 "refused unread")
     if head[:2] == b"PK": return "is truncated or corrupt (not a complete zip archive)"
     if head.startswith(b"version https://git-lfs"):
         return "is a Git LFS pointer, not the file itself: fetch it with `git lfs pull`"
-    if head[8:9] == b"{":                               # 8-byte header length, then its JSON
-        return "is a safetensors file (weights only), not a checkpoint; its model folder opens as a model"
     return ("is not a checkpoint: save_checkpoint writes a zip archive, and this file does not start "
             "like one (a text file, or another format?)")
 

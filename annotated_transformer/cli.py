@@ -33,10 +33,10 @@ from .decoding import pack_linears
 
 # %% auto #0
 __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
-           'non_negative_float', 'lang_code', 'vocab_arg', 'Options', 'add_field', 'build_parser', 'train_command',
-           'train_multi30k_command', 'train_copy_command', 'translate_command', 'average_command', 'eval_corpus',
-           'evaluate_command', 'attention_command', 'parse_base', 'variations_command', 'bench_command',
-           'export_command', 'bench_translate_command', 'main']
+           'non_negative_float', 'positive_float', 'length_penalty_arg', 'smoothing_arg', 'lang_code', 'vocab_arg',
+           'Options', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command', 'train_copy_command',
+           'translate_command', 'average_command', 'eval_corpus', 'evaluate_command', 'attention_command', 'parse_base',
+           'variations_command', 'bench_command', 'export_command', 'bench_translate_command', 'main']
 
 # %% ../nbs/92_cli.ipynb #5b2c8f06
 def _int_at_least(s: str, low: int) -> int:
@@ -65,6 +65,7 @@ def name_list(s: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{s!r} has an empty name (e.g. val,test_2016_flickr)")
     return names
 
+# %% ../nbs/92_cli.ipynb #e8882d2d
 def non_negative_float(s: str) -> float:
     "argparse type: a finite float ≥ 0."
     try: v = float(s)
@@ -73,6 +74,26 @@ def non_negative_float(s: str) -> float:
     if v < 0: raise argparse.ArgumentTypeError(f"{v} must be at least 0")
     return v
 
+def _float_below(s: str, high: float, closed: bool, why: str) -> float:
+    v = non_negative_float(s)
+    if v > high or (v == high and not closed):
+        raise argparse.ArgumentTypeError(f"{v} must be {'at most' if closed else 'below'} {high:g} ({why})")
+    return v
+
+def positive_float(s: str) -> float:
+    "argparse type: a finite float > 0 (a learning-rate factor, a gradient-norm bound)."
+    if (v := non_negative_float(s)) == 0: raise argparse.ArgumentTypeError(f"{v} must be more than 0")
+    return v
+
+def length_penalty_arg(s: str) -> float:
+    "argparse type: α of the length penalty, from 0 to 10 (what `length_normalization` takes)."
+    return _float_below(s, 10, True, "§6.1 uses 0.6")
+
+def smoothing_arg(s: str) -> float:
+    "argparse type: ε_ls, from 0 up to (not including) 1."
+    return _float_below(s, 1, False, "§5.4 uses 0.1")
+
+# %% ../nbs/92_cli.ipynb #03facba0
 def lang_code(s: str) -> str:
     "argparse type: a language code, the suffix of a corpus's files (de, en, fr, pt_br, ...)."
     if not s or len(s) > 16 or not all(c.isalnum() or c in "-_" for c in s) or not s.isascii():
@@ -110,6 +131,9 @@ class Options:
 
 # %% ../nbs/92_cli.ipynb #4757ac46
 _TYPES = {"int": positive_int, "float": non_negative_float}
+# fields whose range is narrower than their type's
+_FIELD_TYPES = {"length_penalty": length_penalty_arg, "label_smoothing": smoothing_arg,
+                "lr_scale": positive_float, "clip_grad": positive_float}
 
 @functools.cache
 # parsed once per source, not once per flag
@@ -126,7 +150,7 @@ def add_field(p,                    # a parser, or a group of one
     anno = str(d["anno"]).replace(" ", "").removesuffix("|None")
     kw.setdefault("default", None if d["default"] is inspect.Parameter.empty else d["default"])
     if anno == "bool": kw.setdefault("action", "store_true")
-    else: kw.setdefault("type", _TYPES.get(anno, str))
+    else: kw.setdefault("type", _FIELD_TYPES.get(name) or _TYPES.get(anno, str))
     helptext = " ".join(x for x in (d["docment"] or "", more) if x)
     if kw["default"] not in (None, False) and "default" not in helptext:
         helptext += f" (default: {kw['default']})"
@@ -560,12 +584,19 @@ def _lines_in(args) -> list[str]:
     if args.input not in (None, "-"): return [t for _, t in iter_lines(args.input)]
     return _read_stdin_lines()
 
+# %% ../nbs/92_cli.ipynb #3cc27407
+@contextlib.contextmanager
 def _writer(path):  # --output: a file (UTF-8, \n line ends), or stdout for None and "-"
-    if path in (None, "-"): return contextlib.nullcontext(sys.stdout)
-    return open(path, "w", encoding="utf-8", newline="\n")
+    if path in (None, "-"):
+        yield sys.stdout
+        return
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as f: yield f
+    except OSError as e: raise OSError(f"--output {path}: could not write it ({e.strerror or e})") from None
 
 def _check_output(path):  # --output FILE, refused before anything is loaded or decoded
     if path in (None, "-"): return
+    if not path: raise ValueError("--output is empty: give a file name (or - for stdout)")
     if Path(path).is_dir(): raise IsADirectoryError(f"--output {path} is a directory, not a file")
     if not Path(path).absolute().parent.is_dir():
         raise FileNotFoundError(f"--output {path}: its folder {Path(path).absolute().parent} does not exist")
@@ -626,7 +657,8 @@ def _write_hypotheses(path, rows) -> list[str]: # --output FILE; `score_sets` ro
     p, out = Path(path), []
     for r in rows:
         q = p if len(rows) == 1 else p.with_name(f"{p.stem}.{r['set'].replace('/', '_')}{p.suffix}")
-        q.write_text("".join(h + "\n" for h in r["hypotheses"]), encoding="utf-8")
+        try: q.write_text("".join(h + "\n" for h in r["hypotheses"]), encoding="utf-8")
+        except OSError as e: raise OSError(f"--output {q}: could not write it ({e.strerror or e})") from None
         out.append(str(q))
     return out
 

@@ -459,15 +459,15 @@ class Corpus:
         folder, is_cache = resolve_data_dir(self.data_dir)
         return Corpus(data_dir=None if is_cache else str(folder.absolute()))
 
-    def prefixes(self) -> dict[str, str]: # split -> prefix ("train", "val", then the test sets)
-        out = {"train": self.train, "val": self.valid}
-        for p in self.test: out[p if Path(p).name in out else Path(p).name] = p
+    def prefixes(self) -> dict[str, str]: # split -> prefix ("train", "val" where given, then the test sets)
+        out = {k: p for k, p in (("train", self.train), ("val", self.valid)) if p is not None}
+        for p in self.test: out[p if Path(p).name in ("train", "val", *out) else Path(p).name] = p
         return out
 
     def test_splits(self) -> list[str]:
         "The test sets a run scores: the Multi30k ones in the data root, or the `test` files."
         if self.kind == "multi30k": return available_test_splits(self.data_dir)
-        return list(self.prefixes())[2:]
+        return [k for k in self.prefixes() if k not in ("train", "val")]   # a test set named so: its path
 
     def to_dict(self) -> dict: return {**asdict(self), "test": list(self.test)}
     @classmethod
