@@ -266,7 +266,7 @@ def _add_attention(sub):
     m.add_argument("sentence", help="the source sentence")
     m.add_argument("--output", required=True, metavar="FILE",
                    help="image file (.png, .pdf, .svg); several kinds: FILE's stem-KIND.suffix")
-    m.add_argument("--kind", default="cross",
+    m.add_argument("--kind", type=name_list, default="cross",
                    help="comma-separated: cross (encoder–decoder, the default), "
                                                    "encoder, decoder (self-attention)")
     m.add_argument("--layer", type=int, default=-1, help="layer, from 0 (default -1: the last)")
@@ -689,7 +689,8 @@ def evaluate_command(args) -> int:
     sets = {s: corpus.pairs(s, info["src"], info["tgt"], args.max_sentences) for s in splits}
     rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size,
                       progress=True, early_stop=args.early_stop)
-    written = _write_hypotheses(args.output, rows)
+    try: written, unwritten = _write_hypotheses(args.output, rows), None
+    except OSError as e: written, unwritten = [], e                # the scores are printed all the same
     rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items()
              if k != "hypotheses"}
             for r in rows]
@@ -706,15 +707,15 @@ def evaluate_command(args) -> int:
               f"beam {args.beam_size}, α {args.length_penalty}"
               f"{', stopped at K finished' if args.early_stop else ''}:\n" + score_table(rows)
               + "".join(f"\nhypotheses: {p}" for p in written))
+    if unwritten: raise unwritten
     return 0
 
 # %% ../nbs/92_cli.ipynb #52c9bbb3
 def attention_command(args) -> int:
     "`annotated-transformer attention`: one sentence's attention maps as image files (chapter 18)."
-    kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds:
-        raise ValueError(f"--kind {args.kind}: choose from {', '.join(KINDS)} (comma-separated)")
+    kinds = list(dict.fromkeys(args.kind))                      # each kind once, in the order given
+    if any(k not in KINDS for k in kinds):
+        raise ValueError(f"--kind {','.join(args.kind)}: choose from {', '.join(KINDS)} (comma-separated)")
     model, codec, _ = _open(args)
     try:
         drawn = save_attention_maps(model, codec, args.sentence, args.output, kinds, args.layer,

@@ -566,6 +566,9 @@ USAGE_ERRORS = [
     (["train", "--task", "copy", "--max-steps", "ten"], "--max-steps: 'ten' is not an integer"),
     (["train", "--task", "copy", "--lr-scale", "-1"], "--lr-scale: -1.0 must be at least 0"),
     (["train", "--task", "copy", "--lr-scale", "nan"], "--lr-scale: 'nan' is not a finite number"),
+    (["train", "--task", "copy", "--lr-scale", "0"], "--lr-scale: 0.0 must be more than 0"),
+    (["translate", "--checkpoint", "x", "--length-penalty", "10.5"], "--length-penalty: 10.5 must be at most 10"),
+    (["attention", "Ein Hund.", "--output", "a.png", "--kind", "cross,"], "--kind: 'cross,' has an empty name"),
     (["train", "--task", "nope"], "invalid choice: 'nope'"),
     (["train", "--precision", "fp8"], "invalid choice: 'fp8'"),
     (["train", "--beam-size", "-1"], "--beam-size: -1 must be at least 1"),
@@ -608,6 +611,13 @@ def test_runtime_errors_exit_1_with_one_line(tmp_path, capsys):
     assert_one_line_error(*run_main(capsys, "average", tmp_path / "a.pt", "--output", tmp_path / "o.pt"), "a.pt does not exist")
     rc, out, err = run_main(capsys, "train", "--task", "copy", "--max-steps", "3", "--lr-scale", "1e30", "--json")
     assert_one_line_error(rc, out, err, "loss became")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_evaluate_output_write_failure_names_the_file_and_still_scores(mt_ckpt):
+    r = cli("evaluate", "--checkpoint", mt_ckpt[0], "--data-dir", mt_ckpt[2], "--beam-size", 1, "--output", "/dev/full")
+    assert r.returncode == 1 and "error: --output /dev/full: could not write it" in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "BLEU" in r.stdout, r.stdout           # the scores are not lost
 
 
 def test_evaluate_json_is_one_object_on_stdout(mt_ckpt):
