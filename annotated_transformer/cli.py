@@ -29,7 +29,7 @@ from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_
     bench_table)
 from .onnx_export import export_onnx, onnx_engines, onnx_available
 from .pretrained import export_model, open_translator
-from .decoding import pack_linears
+from .decoding import MAX_LENGTH_PENALTY, pack_linears
 
 # %% auto #0
 __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
@@ -86,8 +86,8 @@ def positive_float(s: str) -> float:
     return v
 
 def length_penalty_arg(s: str) -> float:
-    "argparse type: α of the length penalty, from 0 to 10 (what `length_normalization` takes)."
-    return _float_below(s, 10, True, "§6.1 uses 0.6")
+    "argparse type: α of the length penalty, from 0 to MAX_LENGTH_PENALTY (`length_normalization`'s range)."
+    return _float_below(s, MAX_LENGTH_PENALTY, True, "§6.1 uses 0.6")
 
 def smoothing_arg(s: str) -> float:
     "argparse type: ε_ls, from 0 up to (not including) 1."
@@ -598,8 +598,8 @@ def _check_output(path):  # --output FILE, refused before anything is loaded or 
     if path in (None, "-"): return
     if not path: raise ValueError("--output is empty: give a file name (or - for stdout)")
     if Path(path).is_dir(): raise IsADirectoryError(f"--output {path} is a directory, not a file")
-    if not Path(path).absolute().parent.is_dir():
-        raise FileNotFoundError(f"--output {path}: its folder {Path(path).absolute().parent} does not exist")
+    if not (folder := Path(path).absolute().parent).is_dir():
+        raise FileNotFoundError(f"--output {path}: its folder {folder} does not exist")
 
 def _open(args):
     "The model, codec and description that --checkpoint/--model/--src/--tgt/--device ask for."
@@ -657,8 +657,7 @@ def _write_hypotheses(path, rows) -> list[str]: # --output FILE; `score_sets` ro
     p, out = Path(path), []
     for r in rows:
         q = p if len(rows) == 1 else p.with_name(f"{p.stem}.{r['set'].replace('/', '_')}{p.suffix}")
-        try: q.write_text("".join(h + "\n" for h in r["hypotheses"]), encoding="utf-8")
-        except OSError as e: raise OSError(f"--output {q}: could not write it ({e.strerror or e})") from None
+        with _writer(q) as f: f.write("".join(h + "\n" for h in r["hypotheses"]))
         out.append(str(q))
     return out
 

@@ -20,16 +20,19 @@ from .model import greedy_decode
 from .data import sentence_ids
 
 # %% auto #0
-__all__ = ['length_normalization', 'search_limits', 'search_done', 'beam_search', 'SearchLevers', 'fast_beam_search',
-           'fused_single_query', 'PackedLinear', 'pack_linears', 'decode_corpus']
+__all__ = ['MAX_LENGTH_PENALTY', 'length_normalization', 'search_limits', 'search_done', 'beam_search', 'SearchLevers',
+           'fast_beam_search', 'fused_single_query', 'PackedLinear', 'pack_linears', 'decode_corpus']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
+MAX_LENGTH_PENALTY = 10.0  # the largest α taken: lp stays finite at any length (§6.1 uses 0.6)
+
 def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens including EOS
-                         length_penalty: float=0.6, # α in [0, 10]; 0 disables the penalty
+                         length_penalty: float=0.6, # α in [0, MAX_LENGTH_PENALTY]; 0 disables the penalty
                         ) -> float|torch.Tensor:
-    "GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016; §6.1); ValueError: α not in [0, 10]."
-    if not 0 <= length_penalty <= 10:           # NaN fails too; 10 keeps lp finite at any length
-        raise ValueError(f"length_penalty={length_penalty} must be a number from 0 to 10 (§6.1: 0.6)")
+    "GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016; §6.1); ValueError: α out of range."
+    if not 0 <= length_penalty <= MAX_LENGTH_PENALTY:                        # NaN fails too
+        raise ValueError(f"length_penalty={length_penalty} must be a number from 0 to "
+                         f"{MAX_LENGTH_PENALTY:g} (§6.1: 0.6)")
     return ((5 + length) / 6) ** length_penalty
 
 # %% ../nbs/14_decoding.ipynb #05c97eaf
