@@ -10,6 +10,11 @@ pay), the graphs compiled, then the sentences/s of eager (`pack_linears`), compi
 interleaved runs, medians, and identical ids against eager.
 
     python tools/compiled_step.py nbs/results/compiled_step_avx512.json [--sentences 1000]
+
+With `--singles N`: latency instead, the first N test sentences decoded one at a time (what `translate` does),
+each by eager, the compiled step (compiled on all N once before) and CTranslate2 in turn; p50 of each.
+
+    python tools/compiled_step.py nbs/results/compiled_step_latency_avx512.json --singles 40
 """
 import argparse, json, math, os, subprocess, sys, tempfile, time, torch
 import torch.nn.functional as F
@@ -87,18 +92,49 @@ def first_pass(ids) -> float:
     return time.perf_counter() - t
 
 
+def latency(m, codec, singles, out, path):
+    "p50 milliseconds per sentence, one at a time: eager, the compiled step, CTranslate2 float32."
+    eager, comp = pack_linears(m), Compiled(m).eval()
+    t = time.perf_counter()
+    for s in singles: decode_corpus(comp, [s])                   # compiles its graphs for one sentence
+    compile_s = time.perf_counter() - t
+    ct2_dir = tempfile.mkdtemp() + "/ct2"
+    export_ctranslate2(m, ct2_dir, codec=codec)
+    tr = load_ctranslate2(ct2_dir, compute_type="float32")[0]
+    engines = {"ours eager (pack_linears)": lambda s: decode_corpus(eager, [s]),
+               "ours compiled step": lambda s: decode_corpus(comp, [s]),
+               "CTranslate2 float32": lambda s: decode_ctranslate2(tr, codec, [s], max_len=m.config.max_len)}
+    ms, hyps = {k: [] for k in engines}, {k: [] for k in engines}
+    for s in singles[:5]:
+        for f in engines.values(): f(s)
+    for s in singles:
+        for k, f in engines.items():
+            t = time.perf_counter(); hyps[k] += f(s); ms[k].append(1e3 * (time.perf_counter() - t))
+    p50 = lambda v: sorted(v)[len(v) // 2]
+    out["first_pass_compile_s"] = round(compile_s, 1)
+    out["latency_p50_ms"] = {k: round(p50(v), 1) for k, v in ms.items()}
+    out["identical"] = {"compiled vs eager": sum(x == y for x, y in zip(hyps["ours compiled step"],
+                                                                       hyps["ours eager (pack_linears)"])),
+                        "of": len(singles)}
+    print(json.dumps(out, indent=1))
+    with open(path, "w") as f: json.dump(out, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("output")
     ap.add_argument("--sentences", type=int, default=1000)
     ap.add_argument("--first-pass-only", action="store_true", help="print the first pass's seconds, and stop")
+    ap.add_argument("--singles", type=int, default=0, help="latency of this many sentences one at a time")
     a = ap.parse_args()
     torch.set_num_threads(1)
     m, codec, _ = _resolve("de-en", None)
     _, _, refs, ids = _bench_inputs(m, codec, "test_2016_flickr", None, a.sentences, None)
     if a.first_pass_only: return print(first_pass(ids))
-    out = {"command": f"python tools/compiled_step.py {a.output} --sentences {a.sentences}",
+    flag = f"--singles {a.singles}" if a.singles else f"--sentences {a.sentences}"
+    out = {"command": f"python tools/compiled_step.py {a.output} {flag}",
            "hardware": hardware_summary(as_dict=True), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    if a.singles: return latency(m, codec, ids[:a.singles], out, a.output)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor_")   # empty: a cold start
     cold = first_pass(ids)
     warm = subprocess.run([sys.executable, __file__, a.output, "--sentences", str(a.sentences), "--first-pass-only"],
