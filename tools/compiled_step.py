@@ -16,7 +16,7 @@ each by eager, the compiled step (compiled on all N once before) and CTranslate2
 
     python tools/compiled_step.py nbs/results/compiled_step_latency_avx512.json --singles 40
 """
-import argparse, json, math, os, subprocess, sys, tempfile, time, torch
+import argparse, json, math, os, statistics, subprocess, sys, tempfile, time, torch
 import torch.nn.functional as F
 from torch import nn
 from annotated_transformer.ctranslate2_export import (_bench_inputs, _bleu_tokens, _interleaved, _resolve,
@@ -84,12 +84,18 @@ class Compiled(nn.Module):
         return self.m.generator(h) if self._logp is None else self._logp
 
 
-def first_pass(ids) -> float:
+def first_pass(m, ids) -> float:
     "Seconds of the compiled step's first pass over `ids`: its compiles (or cache loads) and recompiles."
-    m = _resolve("de-en", None)[0]
     t = time.perf_counter()
     decode_corpus(Compiled(m).eval(), ids)
     return time.perf_counter() - t
+
+
+def ct2_float32(m, codec):
+    "A CTranslate2 float32 translator on the model's weights (exported to a temporary folder)."
+    ct2_dir = tempfile.mkdtemp() + "/ct2"
+    export_ctranslate2(m, ct2_dir, codec=codec)
+    return load_ctranslate2(ct2_dir, compute_type="float32")[0]
 
 
 def latency(m, codec, singles, out, path):
@@ -98,9 +104,7 @@ def latency(m, codec, singles, out, path):
     t = time.perf_counter()
     for s in singles: decode_corpus(comp, [s])                   # compiles its graphs for one sentence
     compile_s = time.perf_counter() - t
-    ct2_dir = tempfile.mkdtemp() + "/ct2"
-    export_ctranslate2(m, ct2_dir, codec=codec)
-    tr = load_ctranslate2(ct2_dir, compute_type="float32")[0]
+    tr = ct2_float32(m, codec)
     engines = {"ours eager (pack_linears)": lambda s: decode_corpus(eager, [s]),
                "ours compiled step": lambda s: decode_corpus(comp, [s]),
                "CTranslate2 float32": lambda s: decode_ctranslate2(tr, codec, [s], max_len=m.config.max_len)}
@@ -110,9 +114,8 @@ def latency(m, codec, singles, out, path):
     for s in singles:
         for k, f in engines.items():
             t = time.perf_counter(); hyps[k] += f(s); ms[k].append(1e3 * (time.perf_counter() - t))
-    p50 = lambda v: sorted(v)[len(v) // 2]
     out["first_pass_compile_s"] = round(compile_s, 1)
-    out["latency_p50_ms"] = {k: round(p50(v), 1) for k, v in ms.items()}
+    out["latency_p50_ms"] = {k: round(statistics.median(v), 1) for k, v in ms.items()}
     out["identical"] = {"compiled vs eager": sum(x == y for x, y in zip(hyps["ours compiled step"],
                                                                        hyps["ours eager (pack_linears)"])),
                         "of": len(singles)}
@@ -130,22 +133,20 @@ def main():
     torch.set_num_threads(1)
     m, codec, _ = _resolve("de-en", None)
     _, _, refs, ids = _bench_inputs(m, codec, "test_2016_flickr", None, a.sentences, None)
-    if a.first_pass_only: return print(first_pass(ids))
+    if a.first_pass_only: return print(first_pass(m, ids))
     flag = f"--singles {a.singles}" if a.singles else f"--sentences {a.sentences}"
     out = {"command": f"python tools/compiled_step.py {a.output} {flag}",
            "hardware": hardware_summary(as_dict=True), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     if a.singles: return latency(m, codec, ids[:a.singles], out, a.output)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor_")   # empty: a cold start
-    cold = first_pass(ids)
+    cold = first_pass(m, ids)
     warm = subprocess.run([sys.executable, __file__, a.output, "--sentences", str(a.sentences), "--first-pass-only"],
                           capture_output=True, text=True, check=True, env=os.environ).stdout.split()[-1]
     out["compile"] = {"first_pass_cold_cache_s": round(cold, 1), "first_pass_warm_cache_new_process_s":
                       round(float(warm), 1), "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"]}
     eager, comp = pack_linears(m), Compiled(m).eval()
     decode_corpus(comp, ids)                                      # its graphs, before the timed runs
-    ct2_dir = tempfile.mkdtemp() + "/ct2"
-    export_ctranslate2(m, ct2_dir, codec=codec)
-    tr = load_ctranslate2(ct2_dir, compute_type="float32")[0]
+    tr = ct2_float32(m, codec)
     engines = {"ours eager (pack_linears)": lambda: decode_corpus(eager, ids),
                "ours compiled step": lambda: decode_corpus(comp, ids),
                "CTranslate2 float32": lambda: decode_ctranslate2(tr, codec, ids, max_len=m.config.max_len)}
