@@ -9,13 +9,11 @@ from __future__ import annotations
 import math
 import torch
 import torch.nn.functional as F
-from fastcore.basics import patch
 from torch import nn
-from .encoder_decoder import append_positions, on_rows
 
 # %% auto #0
 __all__ = ['padding_mask', 'causal_mask', 'target_mask', 'check_mask', 'scaled_dot_product_attention', 'fused_attention',
-           'fused_is_slow', 'MultiHeadAttention', 'fold_queries', 'unfold_queries', 'copy_mha_to_torch']
+           'MultiHeadAttention', 'copy_mha_to_torch']
 
 # %% ../nbs/02_attention.ipynb #63c73dea
 def padding_mask(tokens: torch.Tensor, # (batch, seq_len) int64 token ids
@@ -49,7 +47,7 @@ def check_mask(mask: torch.Tensor|None, # the mask to check
         raise TypeError(f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}")
     # more dims than the scores: a 4-D mask on 3-D scores
     too_many = mask.dim() > min(4, len(shape))
-    # a size that is neither 1 nor the scores' would pair all rows
+    # a size that is neither 1 nor the scores' would pair the wrong entries
     if too_many or any(m not in (1, s) for m, s in zip(mask.shape[::-1], shape[::-1])):
         names = {4: "(batch, heads, q_len, k_len)", 3: "(batch, q_len, k_len)"}
         dims = names.get(len(shape), "scores")
@@ -73,7 +71,7 @@ def scaled_dot_product_attention(
         check_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
-    if mask is not None: weights = weights.masked_fill(~mask, 0.0)  # fully masked rows -> all zeros
+    if mask is not None: weights = weights.masked_fill(~mask, 0.0)  # a query that sees no key: all zeros
     if dropout_p > 0: weights = F.dropout(weights, dropout_p)
     return weights @ v, weights                                  # (batch, heads, q_len, d_v)
 
@@ -92,35 +90,22 @@ def fused_attention(
         check_mask(mask, (*q.shape[:-1], k.shape[-2]))
         # (…, k_len) -> q's rank (3-D or 4-D)
         mask = mask.view((1,) * (q.dim() - mask.dim()) + mask.shape)
-    if mask is not None and not _SDPA_SAFE:  # torch < 2.5 returns NaN for fully masked rows
+    if mask is not None and not _SDPA_SAFE:  # torch < 2.5: NaN where a query sees no key
         ok = mask.any(-1, keepdim=True)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~ok, dropout_p=dropout_p)
         return out * ok
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
-# %% ../nbs/02_attention.ipynb #749673c2
-def fused_is_slow(q: torch.Tensor,         # (batch, heads, q_len, d_k) queries about to be attended with
-                  single_query: bool=True, # also one query on a CPU (a decoding step): explicit
-                 ) -> bool:                # True: take the explicit version instead of the fused kernel
-    "Whether to take the explicit version: on CPUs the fused bf16 backward, and one query, are slow."
-    if q.device.type != "cpu": return False
-    bf16_training = q.dtype == torch.bfloat16 and torch.is_grad_enabled()
-    return bf16_training or (single_query and q.shape[-2] == 1)
-
 # %% ../nbs/02_attention.ipynb #93e5253b
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention (§3.2.2), self- and cross-: fused QKV projection, optional KV cache."
+    "Multi-head attention (§3.2.2): project, split into h heads, attend, concatenate, W^O."
     def __init__(self,
                  d_model: int,          # model width
                  n_heads: int,          # h
                  # dropout on the attention weights (not P_drop); the paper has none
                  attn_dropout: float=0.0,
-                 # use F.scaled_dot_product_attention (else the explicit version)
-                 fused: bool=True,
                  # per-head key/value size; None: d_model / h (the paper's; Table 3 (B) varies it)
                  d_k: int|None=None,
-                 # one query on a CPU (a decoding step) takes the explicit version: faster there
-                 single_query: bool=True,
                 ):
         super().__init__()
         if d_k is None and d_model % n_heads:
@@ -129,76 +114,27 @@ class MultiHeadAttention(nn.Module):
         self.inner = n_heads * self.d_k                   # h·d_k, = d_model unless d_k is given
         self.in_proj = nn.Linear(d_model, 3 * self.inner) # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(self.inner, d_model)    # W^O
-        self.attn_dropout, self.fused, self.single_query = attn_dropout, fused, single_query
-        self.record_weights, self.attn_weights = False, None
+        self.attn_dropout = attn_dropout
 
-    def _heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_k)
+    def forward(self,
+                query: torch.Tensor,  # (batch, q_len, d_model)
+                key: torch.Tensor,    # (batch, k_len, d_model)
+                value: torch.Tensor,  # (batch, k_len, d_model)
+                # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
+                mask: torch.Tensor|None=None,
+               ) -> torch.Tensor:     # (batch, q_len, d_model)
+        "softmax(QKᵀ/√d_k)V per head, the heads concatenated, then W^O (§3.2.2)."
+        (W_q, W_k, W_v), (b_q, b_k, b_v) = self.in_proj.weight.chunk(3), self.in_proj.bias.chunk(3)
+        q = self.split_heads(F.linear(query, W_q, b_q))   # (batch, heads, q_len, d_k)
+        k = self.split_heads(F.linear(key, W_k, b_k))     # (batch, heads, k_len, d_k)
+        v = self.split_heads(F.linear(value, W_v, b_v))   # (batch, heads, k_len, d_v)
+        p = self.attn_dropout if self.training else 0.0
+        x = fused_attention(q, k, v, mask, p)             # (batch, heads, q_len, d_v)
+        return self.out_proj(x.transpose(1, 2).flatten(2))  # (batch, q_len, h·d_v) -> d_model
+
+    def split_heads(self, x: torch.Tensor, # (batch, len, h·d_k)
+                   ) -> torch.Tensor:      # (batch, heads, len, d_k)
         return x.unflatten(-1, (self.n_heads, self.d_k)).transpose(1, 2)
-
-# %% ../nbs/02_attention.ipynb #766e54ce
-def fold_queries(q: torch.Tensor, # (kv_batch·g, heads, q_len, d_k): g consecutive rows share a key row
-                 kv_batch: int,   # the keys' batch size
-                ) -> torch.Tensor: # (kv_batch, heads, g·q_len, d_k)
-    "Rows of queries that share one row of keys (a sentence's beams) as more queries of that row."
-    if q.shape[0] == kv_batch: return q
-    g, r = divmod(q.shape[0], kv_batch) if kv_batch else (0, 1)
-    if r: raise ValueError(f"the queries' batch {q.shape[0]} is not a multiple of the keys' {kv_batch}")
-    return q.unflatten(0, (kv_batch, g)).transpose(1, 2).flatten(2, 3)
-
-def unfold_queries(x: torch.Tensor, # (kv_batch, heads, g·q_len, …) an attention output or weights
-                   batch: int,      # the queries' batch before folding, kv_batch·g
-                  ) -> torch.Tensor: # (kv_batch·g, heads, q_len, …)
-    "Undo `fold_queries`: each row of queries back in its own batch row."
-    if x.shape[0] == batch: return x
-    return x.unflatten(2, (batch // x.shape[0], -1)).transpose(1, 2).flatten(0, 1)
-
-# %% ../nbs/02_attention.ipynb #d878edd7
-@patch
-def forward(self: MultiHeadAttention,
-            query: torch.Tensor,    # (batch, q_len, d_model)
-            key: torch.Tensor,      # (batch, k_len, d_model)
-            value: torch.Tensor,    # (batch, k_len, d_model)
-            # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
-            mask: torch.Tensor|None=None,
-            cache: dict|None=None,  # a layer's KV-cache entry, updated in place
-            # (query rows, key rows), each (batch, len) bool, True = real: project those only
-            rows: tuple|None=None,
-           ) -> torch.Tensor:       # (batch, q_len, d_model)
-    "softmax(QKᵀ/√d_k)V per head, heads concatenated, then W^O (§3.2.2); `rows` skips padding."
-    q_rows, kv_rows = rows or (None, None)
-    q, k, v = self._project(query, key, value, cache, q_rows, kv_rows)  # each (batch, heads, len, d_k)
-    p, batch = (self.attn_dropout if self.training else 0.0), q.shape[0]
-    explicit = self.record_weights or not self.fused or fused_is_slow(q, self.single_query)
-    q = fold_queries(q, k.shape[0])                            # (kv_batch, heads, g·q_len, d_k)
-    if explicit:
-        x, w = scaled_dot_product_attention(q, k, v, mask, p)
-        if self.record_weights: self.attn_weights = unfold_queries(w, batch).detach()
-    else: x = fused_attention(q, k, v, mask, p)
-    x = unfold_queries(x, batch)                               # (batch, heads, q_len, d_k)
-    return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
-
-# %% ../nbs/02_attention.ipynb #fc2a34ed
-@patch
-def _project(self: MultiHeadAttention,
-             query, key, value,      # as in `MultiHeadAttention.forward`
-             cache: dict|None,       # a layer's KV-cache entry, updated in place
-             q_rows=None, kv_rows=None, # (batch, len) bool, True = real: the rows to project
-            ) -> tuple:              # q, k, v, each (batch, heads, len, d_k)
-    "Q, K, V by [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross."
-    W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
-    # self-attention: one matmul for Q, K, V
-    if key is query and value is query:
-        # each (batch, heads, len, d_k)
-        q, k, v = map(self._heads, on_rows(self.in_proj, query, q_rows).chunk(3, dim=-1))
-        if cache is not None: k, v = append_positions(cache, k, v)   # (batch, heads, all, d_k)
-        return q, k, v
-    part = lambda x, i, j, rows: on_rows(lambda x: F.linear(x, W[i*d:j*d], b[i*d:j*d]), x, rows)
-    q = self._heads(part(query, 0, 1, q_rows))                # cross-attention
-    if cache is not None and "k" in cache: return q, cache["k"], cache["v"]
-    if key is value: k, v = map(self._heads, part(key, 1, 3, kv_rows).chunk(2, dim=-1))
-    else: k, v = self._heads(part(key, 1, 2, kv_rows)), self._heads(part(value, 2, 3, kv_rows))
-    if cache is not None: cache["k"], cache["v"] = k, v
-    return q, k, v
 
 # %% ../nbs/02_attention.ipynb #32aba5ef
 def copy_mha_to_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):

@@ -12,20 +12,32 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 import torch
 from torch import nn
+import torch.nn.functional as F
 import matplotlib.pyplot as plt
 from matplotlib.backend_bases import FigureCanvasBase
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX, SPECIAL_TOKENS
 from .model import greedy_decode
 from .evaluation import encode_sources, translate
 
 # %% auto #0
-__all__ = ['KINDS', 'AXES', 'NAMES', 'AttentionRecorder', 'token_labels', 'AttentionMaps', 'attention_maps', 'translate_and_map',
-           'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence', 'save_attention_maps']
+__all__ = ['KINDS', 'AXES', 'NAMES', 'attention_weights', 'AttentionRecorder', 'token_labels', 'AttentionMaps', 'attention_maps',
+           'translate_and_map', 'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence', 'save_attention_maps']
+
+# %% ../nbs/18_attention_maps.ipynb #7bc33861
+def attention_weights(mha: MultiHeadAttention,     # the layer whose weights to compute
+                      query: torch.Tensor,         # (batch, q_len, d_model), as given to the layer
+                      key: torch.Tensor,           # (batch, k_len, d_model)
+                      mask: torch.Tensor|None=None, # as given to the layer
+                     ) -> torch.Tensor:            # (batch, heads, q_len, k_len)
+    "The softmax weights `mha` puts on its values: §3.2.1's explicit formula on its own projections."
+    (W_q, W_k, _), (b_q, b_k, _) = mha.in_proj.weight.chunk(3), mha.in_proj.bias.chunk(3)
+    q, k = mha.split_heads(F.linear(query, W_q, b_q)), mha.split_heads(F.linear(key, W_k, b_k))
+    return scaled_dot_product_attention(q, k, k, mask)[1]   # (k stands in for the values)
 
 # %% ../nbs/18_attention_maps.ipynb #765e219e
 class AttentionRecorder:
-    "Context manager: switch on `record_weights` in each `MultiHeadAttention`; collect the weights."
+    "Context manager: hooks on each `MultiHeadAttention` collect its attention weights by module name."
     def __init__(self, model: nn.Module): # any module with `MultiHeadAttention` layers
         self.layers = {n: m for n, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
         if not self.layers:
@@ -34,25 +46,25 @@ class AttentionRecorder:
         self.weights: dict[str, torch.Tensor] = {}
         # module name -> number of calls while recording
         self.calls: dict[str, int] = {}
-        self._saved, self._hooks = {}, []
+        self._hooks = []
 
     def _hook(self, name):
-        def keep(module, args, output):
-            self.weights[name] = module.attn_weights
+        def keep(module, args, kwargs, output):
+            given = dict(zip(("query", "key", "value", "mask"), args)) | kwargs
+            if given.get("cache") is not None:
+                raise ValueError("record a teacher-forced forward pass, not a cached decoding step")
+            self.weights[name] = attention_weights(module, given["query"], given["key"], given.get("mask"))
             self.calls[name] = self.calls.get(name, 0) + 1
         return keep
 
     def __enter__(self):
         for n, m in self.layers.items():
-            self._saved[n], m.record_weights = m.record_weights, True
-            self._hooks.append(m.register_forward_hook(self._hook(n)))
+            self._hooks.append(m.register_forward_hook(self._hook(n), with_kwargs=True))
         return self
 
     def __exit__(self, *exc):
         for h in self._hooks: h.remove()
         self._hooks.clear()
-        for n, m in self.layers.items():
-            m.record_weights, m.attn_weights = self._saved[n], None
         return False
 
     def __getitem__(self, name: str) -> torch.Tensor: # (batch, heads, q_len, k_len)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 import torch
 from torch import nn
-from .model import Transformer, TransformerConfig
+from .model import Transformer, TransformerConfig, RETIRED_FIELDS
+from .fast_model import make_fast
 from fastcore.basics import patch
 from .runtime import (unwrap_model, dist_rank_world, get_rng_state, set_rng_state,
                                            TrainingInterrupted)
@@ -172,6 +173,7 @@ def check_config(saved: dict,                   # a checkpoint's "config"
     mine = config.to_dict()
     # fields added to the config after a checkpoint was written: their defaults
     saved = {f.name: f.default for f in dataclasses.fields(TransformerConfig) if f.name not in saved} | saved
+    saved = {k: v for k, v in saved.items() if k not in RETIRED_FIELDS}   # they choose nothing now
     old, new = (lambda k: saved.get(k, "<missing>")), (lambda k: mine.get(k, "<missing>"))
     diff = [f"{k}={old(k)!r} in the checkpoint vs {new(k)!r} here"
             for k in sorted(set(saved) | set(mine)) if old(k) != new(k)]
@@ -183,7 +185,7 @@ def model_from_checkpoint(ckpt: str|Path|dict,  # a checkpoint file or a loaded 
     "Build the `Transformer` described by the checkpoint's config and load its weights."
     name = _name(ckpt)
     if not isinstance(ckpt, dict): ckpt = load_checkpoint(ckpt, map_location)
-    try: model = Transformer(TransformerConfig.from_dict(ckpt["config"]))
+    try: model = make_fast(Transformer(TransformerConfig.from_dict(ckpt["config"])))   # decodes fast
     except (TypeError, ValueError) as e:
         raise ValueError(f"{name} has an invalid config: {e}") from None
     try: model.load_state_dict(ckpt["model"])

@@ -29,7 +29,8 @@ from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_
     bench_table)
 from .onnx_export import export_onnx, onnx_engines, onnx_available
 from .pretrained import export_model, open_translator
-from .decoding import MAX_LENGTH_PENALTY, pack_linears
+from .decoding import MAX_LENGTH_PENALTY
+from .fast_model import pack_linears, enlarge_onednn_cache
 
 # %% auto #0
 __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
@@ -938,6 +939,7 @@ def main(argv: list[str]|None=None) -> int:
         p.print_help()
         return 0
     _check_usage(p, args)
+    enlarge_onednn_cache()   # before oneDNN makes its first kernel (the fast model's chapter)
     with _signals_stop():
         try:
             _check_device(getattr(args, "device", None))

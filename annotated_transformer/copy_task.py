@@ -11,6 +11,7 @@ from typing import NamedTuple
 import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX
 from .model import Transformer, create_transformer, greedy_decode
+from .fast_model import make_fast, is_fast, cached_greedy_decode
 from .batching import collate_batch, token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
@@ -75,7 +76,8 @@ def exact_match(model: Transformer,        # a trained copy model
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i:i + batch_size]
         b = collate_batch(chunk).to(device)
-        out = greedy_decode(model, b.src, b.src_mask, max_new_tokens=b.src.shape[1] + 2).tolist()
+        decode = cached_greedy_decode if is_fast(model) else greedy_decode   # the fast model: its cache
+        out = decode(model, b.src, b.src_mask, max_new_tokens=b.src.shape[1] + 2).tolist()
         for row, (_, tgt) in zip(out, chunk):
             ref = tgt[1:].tolist()                       # symbols + EOS, without BOS
             ok += row[:len(ref)] == ref
@@ -193,7 +195,7 @@ def _copy_parts(recipe: dict, device) -> tuple:
     "The recipe's model, optimizer, schedule, training pairs, batches and loss, seeded by its seed."
     r = recipe
     seed_everything(r["seed"])
-    model = create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, r["preset"], dropout=r["dropout"])
+    model = make_fast(create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, r["preset"], dropout=r["dropout"]))
     model = model.to(device)
     opt = make_optimizer(model)
     sched = make_scheduler(opt, model.config.d_model, r["warmup_steps"], r["lr_scale"])

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 
 # %% ../nbs/34_ctranslate2_export.ipynb #3daa12f8
 from __future__ import annotations
-import json, os, shutil, statistics, tempfile, time
+import copy, json, os, shutil, statistics, tempfile, time
 from pathlib import Path
 from typing import Callable, Sequence
 import torch
@@ -14,8 +14,9 @@ from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
 from .runtime import bf16_native
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
-from .decoding import (length_normalization, decode_corpus, fused_single_query, SearchLevers,
-                                            pack_linears, PackedLinear)
+from .decoding import length_normalization
+from .fast_decoding import decode_corpus, SearchLevers
+from .fast_model import make_fast, ModelLevers, pack_linears, PackedLinear
 from .data import sentence_ids
 from .evaluation import encode_sources, translate, corpus_bleu
 from .checkpoints import load_checkpoint, model_from_checkpoint
@@ -427,7 +428,7 @@ def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
         if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **kw), on
         elif name.startswith("packed"): a, b = on, lambda: decode_corpus(model, ids, **kw)
         elif name.startswith("single-query"):
-            a, b = on, lambda f=fused_single_query(packed): decode_corpus(f, ids, **kw)
+            a, b = on, lambda f=make_fast(copy.deepcopy(packed), ModelLevers(single_query=False)): decode_corpus(f, ids, **kw)
         else: a, b = on, lambda name=name: decode_corpus(packed, ids, **kw, **_lever_off(name))
         r = _interleaved({"on": _with_threads(1, a), "off": _with_threads(1, b)}, repeats)
         (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]

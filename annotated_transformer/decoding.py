@@ -6,22 +6,15 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
-import copy, math, os, signal, sys, warnings
-from dataclasses import dataclass
-from typing import Sequence
+import math
 import torch
-from fastcore.basics import patch
 from torch import nn
-import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
-from .encoder_decoder import KVCache
-from .attention import MultiHeadAttention
-from .model import greedy_decode
-from .data import sentence_ids
+from .attention import causal_mask
 
 # %% auto #0
-__all__ = ['MAX_LENGTH_PENALTY', 'length_normalization', 'search_limits', 'search_done', 'beam_search', 'SearchLevers',
-           'fast_beam_search', 'fused_single_query', 'PackedLinear', 'pack_linears', 'decode_corpus']
+__all__ = ['MAX_LENGTH_PENALTY', 'length_normalization', 'search_limits', 'top_candidates', 'beam_count', 'best_hypotheses',
+           'empty_result', 'search_done', 'beam_search']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 MAX_LENGTH_PENALTY = 10.0  # the largest α taken: lp stays finite at any length (§6.1 uses 0.6)
@@ -51,7 +44,7 @@ def search_limits(model: nn.Module,         # its `config.max_len` (positional t
     return limit if cap is None else limit.clamp(max=cap)
 
 # %% ../nbs/14_decoding.ipynb #f42f9cb1
-def _candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
+def top_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
                 logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
                 K: int,               # beam size
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # (b, 2K) each, best first
@@ -80,7 +73,7 @@ def _collect_finished(finished: list[list],   # per sentence: its K best (normal
 
 def _stack_finished(finished: list[list], # per sentence: up to K (normalised score, tokens)
                     K: int, pad_idx: int, dev,
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `_n_best` takes them
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `best_hypotheses` takes them
     "The finished lists as tensors: (b, K, len) PAD-padded tokens, (b, K) lengths and scores."
     L = max(len(h) for f in finished for _, h in f)
     hyps = torch.full((len(finished), K, L), pad_idx, dtype=torch.long, device=dev)
@@ -92,13 +85,13 @@ def _stack_finished(finished: list[list], # per sentence: up to K (normalised sc
     return hyps, lengths, scores
 
 # %% ../nbs/14_decoding.ipynb #66526735
-def _beam_count(beam_size: int, n_best: int|None) -> int:
+def beam_count(beam_size: int, n_best: int|None) -> int:
     "K, the beams kept: `beam_size`, widened to `n_best` when that asks for more."
     if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
     if n_best is not None and n_best < 1: raise ValueError(f"n_best={n_best} must be at least 1")
     return max(beam_size, n_best or 0)
 
-def _n_best(hyps: torch.Tensor,    # (b, K, len) int64 finished hypotheses (slots)
+def best_hypotheses(hyps: torch.Tensor,    # (b, K, len) int64 finished hypotheses (slots)
             lengths: torch.Tensor, # (b, K) int64 tokens of each (0: an empty slot)
             scores: torch.Tensor,  # (b, K) float64 normalised scores (-inf: an empty slot)
             n_best: int|None,      # hypotheses per sentence; None: the best, without the n dim
@@ -109,7 +102,7 @@ def _n_best(hyps: torch.Tensor,    # (b, K, len) int64 finished hypotheses (slot
     ids, best = ids[..., :int(lengths.gather(1, order).max())], scores.gather(1, order).float()
     return (ids, best) if n_best else (ids[:, 0], best[:, 0])
 
-def _no_sentences(n_best: int|None, dev) -> tuple[torch.Tensor, torch.Tensor]:
+def empty_result(n_best: int|None, dev) -> tuple[torch.Tensor, torch.Tensor]:
     "The answer for an empty batch: ids (0, [n,] 0), scores (0, [n])."
     shape = (0,) if n_best is None else (0, n_best)
     return torch.zeros(*shape, 0, dtype=torch.long, device=dev), torch.zeros(shape, device=dev)
@@ -164,18 +157,18 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
                 n_best: int|None=None,     # hypotheses per sentence, best first; None: the best one
                 early_stop: bool=False,    # stop at K finished instead of the exact rule
                ) -> tuple[torch.Tensor, torch.Tensor]: # ids (batch, [n,] out_len); (batch, [n])
-    "Batched beam search with a KV cache and the GNMT length penalty (§6.1); ids end in EOS, PAD."
-    K, B, dev = _beam_count(beam_size, n_best), src.shape[0], src.device
-    if B == 0: return _no_sentences(n_best, dev)
+    "Batched beam search with the GNMT length penalty (§6.1); ids end in EOS, then PAD."
+    K, B, dev = beam_count(beam_size, n_best), src.shape[0], src.device
+    if B == 0: return empty_result(n_best, dev)
     limit = search_limits(model, src_mask, max_new_tokens, extra_len)  # (batch,)
     memory, mask, seqs, scores = _beam_start(model, src, src_mask, K, start_symbol)
-    cache = KVCache(len(model.decoder.layers))
     finished, active, step = [[] for _ in range(B)], list(range(B)), 0  # per sentence: (score, tokens)
     while active:
         step, b = step + 1, len(active)
-        h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·K, d_model)
+        causal = causal_mask(step, dev)                                   # the whole prefix again
+        h = model.decode(memory, mask, seqs, causal)[:, -1]               # (b·K, d_model)
         logp = model.generator(h).float()                                 # (b·K, vocab)
-        top, parent, tok = _candidates(scores, logp, K)  # (b, 2K): log-prob, beam it extends, token
+        top, parent, tok = top_candidates(scores, logp, K)  # (b, 2K): log-prob, beam it extends, token
         is_eos, lp = tok == end_symbol, length_normalization(step, length_penalty)
         at_limit = (step >= limit[active]).tolist()
         _collect_finished(finished, active, seqs, top, parent, tok, is_eos, at_limit, lp, K)
@@ -186,310 +179,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
         if not keep: break
         kr = torch.tensor(keep, device=dev)
         index = (kr[:, None] * K + parent.gather(1, pos)[kr]).reshape(-1)  # (b'·K,) new beam order
-        cache.reorder(index)
         memory, mask = memory[index], mask[index]
         seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)  # (b'·K, step+1)
         scores, active = alive[kr], [active[r] for r in keep]
-    return _n_best(*_stack_finished(finished, K, pad_idx, dev), n_best)
-
-# %% ../nbs/14_decoding.ipynb #ef15a5fb
-@dataclass(frozen=True)
-class SearchLevers:
-    "The exact speed levers of `fast_beam_search`: each can be switched off; the ids stay the same."
-    one_beam_start: bool=True # step 1 runs one `<s>` row per sentence instead of K alike ones
-    lazy_cross: bool=True     # a sentence's beams share its cross-attention rows (not K copies)
-    inference_mode: bool=True # `torch.inference_mode` instead of `torch.no_grad`
-    topk_chunk: int=32        # the step's top-k by chunks of this many tokens (0: over all at once)
-    deferred_reorder: bool=True # self-attention rows reordered by the next append: one copy, not two
-
-    def __post_init__(self):
-        if type(self.topk_chunk) is not int or self.topk_chunk < 0:
-            raise ValueError(f"topk_chunk={self.topk_chunk!r} must be an int ≥ 0 (0: one top-k over all)")
-
-# %% ../nbs/14_decoding.ipynb #2ca6fc3f
-def _no_finished(B: int, K: int, max_len: int, pad_idx: int, dev) -> tuple:
-    "Empty finished slots: tokens (B, K, max_len) all PAD, lengths (B, K) 0, scores (B, K) -inf."
-    return (torch.full((B, K, max_len), pad_idx, dtype=torch.long, device=dev),
-            torch.zeros(B, K, dtype=torch.long, device=dev),
-            torch.full((B, K), -math.inf, dtype=torch.float64, device=dev))
-
-def _merge_finished(fin: torch.Tensor,       # (B, K, max_len) each sentence's K best, best first
-                    fin_len: torch.Tensor,   # (B, K) int64 their lengths (0: an empty slot)
-                    fin_score: torch.Tensor, # (B, K) float64 their scores (-inf: an empty slot)
-                    active: torch.Tensor,    # (b,) int64 the sentences searched this step
-                    hyp: torch.Tensor,       # (b, K, step) the top-K candidates' tokens
-                    norm: torch.Tensor,      # (b, K) float64 their normalised scores; -inf: no end
-                    pad_idx: int):
-    "`_collect_finished` on tensors: each sentence's K best of what it had and what ends now."
-    b, K, step = hyp.shape
-    score = torch.cat([fin_score[active], norm], 1)                         # (b, 2K), old first
-    order = score.sort(dim=1, descending=True, stable=True).indices[:, :K]   # (b, K) a tie: old first
-    new = torch.full_like(fin[active], pad_idx)
-    new[..., :step] = hyp.masked_fill(norm[..., None] == -math.inf, pad_idx)
-    toks = torch.cat([fin[active], new], 1).gather(1, order[..., None].expand(-1, -1, fin.shape[2]))
-    lens = torch.cat([fin_len[active], (norm > -math.inf).long() * step], 1).gather(1, order)
-    fin[active], fin_len[active], fin_score[active] = toks, lens, score.gather(1, order)
-
-# %% ../nbs/14_decoding.ipynb #a051c1a8
-def _fast_finish(fin, fin_len, fin_score, active, # as `_merge_finished`
-                 seqs: torch.Tensor,      # (b·n_live, step) live beams, BOS first
-                 top, parent, tok,        # (b, 2K) the best candidates, their origin
-                 ends: torch.Tensor,      # (b, K) bool: the top-K candidate ends (EOS, or the limit)
-                 lp: float, pad_idx: int):
-    "Merge the top-K candidates that end, with their normalised scores, into the finished ones."
-    (b, K), n_live = ends.shape, seqs.shape[0] // ends.shape[0]
-    norm = torch.where(ends, top[:, :K].double() / lp, -math.inf)     # (b, K) float64
-    r = torch.arange(b, device=seqs.device)[:, None]
-    hyp = torch.cat([seqs.view(b, n_live, -1)[r, parent[:, :K], 1:], tok[:, :K, None]], 2)
-    _merge_finished(fin, fin_len, fin_score, active, hyp, norm, pad_idx)
-
-# %% ../nbs/14_decoding.ipynb #4d7c7236
-def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
-                        logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
-                        K: int,               # beam size
-                        chunk: int=32,        # tokens per chunk; 0: `_candidates` itself
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `_candidates`
-    "`_candidates` by chunks: the top-k of each chunk's best, then of the tokens of the 2K best chunks."
-    b, n_live, V = *scores.shape, logp.shape[-1]
-    if chunk < 1: return _candidates(scores, logp, K)
-    k, n_chunks = min(2 * K, n_live * V), -(-V // chunk)
-    if n_live * n_chunks < k: return _candidates(scores, logp, K)   # too few chunks to choose from
-    if V % chunk: logp = F.pad(logp, (0, n_chunks * chunk - V), value=-math.inf)
-    blocks, s = logp.view(b * n_live, n_chunks, chunk), scores.reshape(b * n_live, 1)
-    best = (s + blocks.amax(-1)).reshape(b, n_live * n_chunks)   # (b, n_live·n_chunks) each chunk's best
-    ch = best.topk(k, dim=1).indices                              # (b, 2K) the 2K best chunks
-    row = torch.arange(b, device=logp.device)[:, None] * n_live + ch // n_chunks  # (b, 2K) their beams
-    cand = (s[row] + blocks[row, ch % n_chunks]).reshape(b, k * chunk)           # (b, 2K·chunk)
-    top, j = cand.topk(k, dim=1)                                  # (b, 2K) best first
-    c = ch.gather(1, j // chunk)                                  # (b, 2K) the chunk of each
-    return top, c // n_chunks, ((c % n_chunks) * chunk + j % chunk).clamp(max=V - 1)
-
-# %% ../nbs/14_decoding.ipynb #1384cdc3
-def _fast_start(model, src, src_mask, K: int, start_symbol: int,
-                levers: SearchLevers, # its `one_beam_start` and `lazy_cross`
-               ) -> tuple:      # memory, mask, seqs (B·n_live, 1), scores (B, n_live), n_live
-    "Encode once; one `<s>` beam per sentence (all K would be alike), or K (the vocabulary < 2K)."
-    memory, mask, dev = model.encode(src, src_mask), src_mask, src.device
-    vocab = getattr(getattr(model, "config", None), "tgt_vocab_size", 0)
-    n_live = 1 if levers.one_beam_start and 2 * K <= vocab else K
-    if n_live == K and not levers.lazy_cross:
-        # (B·K, src_len, …)
-        memory, mask = memory.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)
-    seqs = torch.full((src.shape[0] * n_live, 1), start_symbol, dtype=torch.long, device=dev)
-    scores = torch.full((src.shape[0], n_live), -math.inf, device=dev)         # (B, n_live)
-    scores[:, 0] = 0.0
-    return memory, mask, seqs, scores, n_live
-
-def _fast_advance(cache, memory, mask, seqs, alive, pos, parent, tok,
-                  go: torch.Tensor,  # (b',) int64 the row groups (sentences) that go on
-                  n_live: int,       # live beams per sentence this step
-                  K: int,            # beam size
-                  levers: SearchLevers, # its `lazy_cross` and `deferred_reorder`
-                 ) -> tuple:         # memory, mask, seqs (b'·K, step + 1), scores (b', K)
-    "Keep the sentences `go`; their K best extensions that do not end (`alive`, `pos`) go on."
-    alive, pos = alive[go], pos[go]                                            # (b', K)
-    # (b'·K,) new beam order
-    index = (go[:, None] * n_live + parent[go].gather(1, pos)).reshape(-1)
-    cache.reorder(index, ("self_attn",), defer=levers.deferred_reorder)
-    # one cross-attention row per sentence, shared by its beams: moved only when sentences leave
-    if not levers.lazy_cross: rows = index          # each beam its own copy (K per sentence)
-    else: rows = go if go.shape[0] < memory.shape[0] else None
-    if rows is not None:
-        cache.reorder(rows, ("src_attn",))
-        memory, mask = memory[rows], mask[rows]
-    # (b'·K, step + 1)
-    seqs = torch.cat([seqs[index], tok[go].gather(1, pos).reshape(-1, 1)], dim=1)
-    return memory, mask, seqs, alive
-
-# %% ../nbs/14_decoding.ipynb #ad1dede5
-def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer` in eval mode
-                     src: torch.Tensor,      # (batch, src_len) int64 source ids
-                     src_mask: torch.Tensor, # (batch, 1, 1, src_len) bool, True = real token
-                     beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None,
-                     extra_len: int=50, start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX,
-                     pad_idx: int=PAD_IDX, n_best: int|None=None,   # as `beam_search`
-                     early_stop: bool=False,                        # as `beam_search`
-                     levers: SearchLevers|None=None,                # None: every lever on
-                    ) -> tuple[torch.Tensor, torch.Tensor]: # as `beam_search` (scores to rounding)
-    "`beam_search`, faster: tensor bookkeeping (one host sync per step) and the `SearchLevers`."
-    levers, K = levers or SearchLevers(), _beam_count(beam_size, n_best)
-    B, dev, n = src.shape[0], src.device, n_best or 1
-    if B == 0: return _no_sentences(n_best, dev)
-    with torch.inference_mode() if levers.inference_mode else torch.no_grad():
-        limit = search_limits(model, src_mask, max_new_tokens, extra_len)            # (B,)
-        memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, K, start_symbol, levers)
-        cache = KVCache(len(model.decoder.layers))
-        fin, fin_len, fin_score = _no_finished(B, K, int(limit.max()), pad_idx, dev)
-        active, step = torch.arange(B, device=dev), 0
-        while True:
-            step += 1
-            h = model.decode(memory, mask, seqs[:, -1:], None, cache)[:, -1]  # (b·n_live, d_model)
-            logp = model.generator(h).float()                                 # (b·n_live, vocab)
-            top, parent, tok = _chunked_candidates(scores, logp, K, levers.topk_chunk)  # (b, 2K)
-            is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
-            ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, length_penalty)
-            _fast_finish(fin, fin_len, fin_score, active, seqs, top, parent, tok, ends, lp, pad_idx)
-            alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
-            done = at_limit | search_done(alive[:, 0], fin_score[active, n - 1],
-                                          (fin_score[active] > -math.inf).sum(1), step,
-                                          limit[active], K, length_penalty, early_stop)
-            go = (~done).nonzero().squeeze(1)                     # the stop test: one host sync
-            if go.shape[0] == 0: break
-            memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, alive, pos, parent,
-                                                       tok, go, n_live, K, levers)
-            active, n_live = active[go], K
-        return _n_best(fin, fin_len, fin_score, n_best)
-
-# %% ../nbs/14_decoding.ipynb #c1a940e4
-def fused_single_query(model: nn.Module, # a copy is returned; `model` itself is unchanged
-                      ) -> nn.Module:
-    "A copy of `model` whose attention takes the fused kernel for one query too: chapter 2's lever off."
-    model = copy.deepcopy(model)
-    for m in model.modules():
-        if isinstance(m, MultiHeadAttention): m.single_query = False
-    return model
-
-# %% ../nbs/14_decoding.ipynb #202626d6
-_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-# oneDNN keeps 1,024 primitives, one per shape, dtype and thread count; a process that decodes in
-# several of these (a benchmark, a notebook) needs more, read once, before oneDNN's first primitive
-os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16384")
-
-class PackedLinear(nn.Linear):
-    "An `nn.Linear` whose CPU inference multiplies by a oneDNN-packed copy of its weight."
-    def __init__(self, linear: nn.Linear,      # the layer: its Parameters are kept, not copied
-                 compute_dtype=torch.float32): # float32: the same math; bfloat16: approximate
-        nn.Module.__init__(self)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias, self.compute_dtype = linear.weight, linear.bias, compute_dtype
-        self._packed = self._packed_key = None   # the packed weight and bias; what they were packed from
-
-    def _key(self) -> tuple: # changes with the weight and bias: storage, dtype, in-place changes
-        return tuple(None if t is None else (t.data_ptr(), t.dtype, -1 if t.is_inference() else t._version)
-                     for t in (self.weight, self.bias))
-
-    def pack(self) -> bool: # False: this CPU's oneDNN cannot pack it, and `F.linear` does the work
-        "Pack the weight (and cast the bias) for oneDNN, unless that is done for these values."
-        if self._packed_key != (key := self._key()):
-            w, b, cd = self.weight.detach(), self.bias, self.compute_dtype
-            try: packed = torch.ops.mkldnn._reorder_linear_weight(w.to(cd))
-            except RuntimeError:
-                packed = None
-                warnings.warn(f"oneDNN cannot pack a {cd} weight on this CPU: F.linear in {w.dtype} instead")
-            self._packed, self._packed_key = (packed, None if b is None else b.detach().to(cd)), key
-        return self._packed[0] is not None
-
-    def __getstate__(self): # copies and pickles leave the packed weight out (opaque to both)
-        return {**self.__dict__, "_packed": None, "_packed_key": None}
-
-# %% ../nbs/14_decoding.ipynb #046bb777
-@patch
-def forward(self: PackedLinear,
-            x: torch.Tensor,  # (..., in_features)
-           ) -> torch.Tensor: # (..., out_features), x's dtype
-    "`x` times the packed weight (and the bias) by oneDNN; `F.linear` wherever that is not the same math."
-    w = self.weight
-    if (not _ONEDNN or not torch.backends.mkldnn.enabled or torch.is_grad_enabled()
-            or not (x.is_cpu and w.is_cpu) or x.dtype != torch.float32 or w.dtype != torch.float32
-            or not self.pack()):
-        return F.linear(x, w, self.bias)
-    if self.compute_dtype == torch.float32:   # no casts
-        return torch.ops.mkldnn._linear_pointwise(x, *self._packed, "none", [], "")
-    y = torch.ops.mkldnn._linear_pointwise(x.to(self.compute_dtype), *self._packed, "none", [], "")
-    return y.to(x.dtype)
-
-# %% ../nbs/14_decoding.ipynb #fbbe1259
-def pack_linears(model: nn.Module,          # a copy is returned; `model` itself is unchanged
-                 compute_dtype=torch.float32, # bfloat16: where the CPU has it (AVX512-BF16, AMX)
-                ) -> nn.Module:
-    "A copy of `model` whose `nn.Linear` layers are `PackedLinear`s, packed: faster CPU inference."
-    model = copy.deepcopy(model)
-    if type(model) is nn.Linear: model = PackedLinear(model, compute_dtype)
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear: setattr(parent, name, PackedLinear(child, compute_dtype))
-    with torch.no_grad():   # now, so that forked workers share the packed weights copy-on-write
-        for m in model.modules():
-            if isinstance(m, PackedLinear) and _ONEDNN and m.weight.is_cpu:
-                if m.weight.dtype == torch.float32: m.pack()
-    return model
-
-# %% ../nbs/14_decoding.ipynb #63de415b
-def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
-    "One padded batch of `decode_corpus`: (the sentences' indices, their stripped hypotheses)."
-    model, sources, kw, pad, device, fast = job
-    src = nn.utils.rnn.pad_sequence([torch.as_tensor(sources[i], dtype=torch.long) for i in idx],
-                                    batch_first=True, padding_value=pad).to(device)
-    search = fast_beam_search if fast else beam_search
-    ids, scores = search(model, src, (src != pad)[:, None, None, :], **kw)
-    if kw["n_best"] is None: return idx, [sentence_ids(row, pad) for row in ids.tolist()]
-    return idx, [[(s, sentence_ids(h, pad)) for s, h in zip(ss, hs) if s > -math.inf]
-                 for ss, hs in zip(scores.tolist(), ids.tolist())]
-
-# %% ../nbs/14_decoding.ipynb #da95698e
-_JOB = None   # in a forked worker: the job it started with (inherited, never pickled)
-
-def _worker_init(job: tuple):
-    "Start a forked worker: one thread (small models gain little from more), its job, quiet signals."
-    global _JOB
-    # the parent's handlers (the CLI saves a checkpoint on SIGTERM) are not the worker's: the pool
-    # ends its workers with SIGTERM, and Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
-    _JOB = job
-
-def _worker_batch(idx): return _decode_batch(_JOB, idx)
-
-def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: torch.device):
-    "Yield `_decode_batch` results: here, or from `workers` forked processes, longest first."
-    if workers < 1: raise ValueError(f"workers={workers} must be at least 1")
-    if workers == 1 or len(batches) < 2:
-        for idx in batches: yield _decode_batch(job, idx)
-        return
-    if device.type != "cpu":
-        raise ValueError(f"workers={workers} needs the model on the CPU, not {device}: "
-                         "a GPU decodes one batch at a time")
-    import multiprocessing as mp
-    if "fork" not in mp.get_all_start_methods():
-        raise RuntimeError("workers > 1 needs the fork start method (Linux, macOS)")
-    # fork: the job (the model above all) is inherited by the workers, shared copy-on-write
-    with mp.get_context("fork").Pool(workers, initializer=_worker_init, initargs=(job,)) as pool:
-        # longest first: they end together
-        yield from pool.imap_unordered(_worker_batch, batches[::-1])
-
-# %% ../nbs/14_decoding.ipynb #7fd5230d
-def decode_corpus(model: nn.Module,                # a `Transformer` in eval mode
-                  sources: Sequence[Sequence[int]|torch.Tensor], # ids per sentence, <s> … </s>
-                  beam_size: int=4,                # K; 1 = greedy
-                  length_penalty: float=0.6,       # length-penalty α
-                  batch_size: int=64,              # sentences per batch
-                  extra_len: int=50,               # maximum output length: source length + this
-                  device: str|torch.device|None=None, # default: the model's device
-                  progress: bool=False,            # a tqdm bar on stderr
-                  fast: bool=True,                 # `fast_beam_search` (same ids), or `beam_search`
-                  workers: int=1,                  # CPU only: processes of one thread each
-                  sort: bool=True,                 # length-sorted batches (False: in input order)
-                  n_best: int|None=None,           # per sentence a list of (score, ids), best first
-                  levers: SearchLevers|None=None,  # `fast_beam_search`'s levers; None: all on
-                  early_stop: bool=False,          # stop at K finished, not by the exact rule
-                 ) -> list:                        # per sentence, in input order: ids or a list
-    "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
-    if levers is not None and not fast:
-        raise ValueError("levers are fast_beam_search's: give fast=True")
-    device = torch.device(device or next(model.parameters()).device)
-    pad = getattr(getattr(model, "config", None), "pad_idx", PAD_IDX)
-    order = list(range(len(sources)))
-    if sort: order.sort(key=lambda i: len(sources[i]))
-    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-    kw = dict(beam_size=beam_size, length_penalty=length_penalty, extra_len=extra_len,
-              n_best=n_best, early_stop=early_stop)
-    job = (model, sources, {**kw, "levers": levers} if fast else kw, pad, device, fast)
-    results: list = [[] for _ in sources]
-    from tqdm.auto import tqdm
-    with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr,
-              disable=not progress) as bar:
-        for idx, hyps in _run_batches(job, batches, workers, device):
-            for i, h in zip(idx, hyps): results[i] = h
-            bar.update(len(idx))
-    return results
+    return best_hypotheses(*_stack_finished(finished, K, pad_idx, dev), n_best)

@@ -12,8 +12,7 @@ from torch import nn
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'clones', 'SublayerConnection', 'real_positions', 'on_rows', 'EncoderLayer', 'Encoder', 'KVCache',
-           'append_positions', 'DecoderLayer', 'Decoder']
+__all__ = ['EncoderDecoder', 'clones', 'SublayerConnection', 'EncoderLayer', 'Encoder', 'DecoderLayer', 'Decoder']
 
 # %% ../nbs/01_encoder_decoder.ipynb #203a9e2e
 class EncoderDecoder(nn.Module):
@@ -44,18 +43,12 @@ def decode(self: EncoderDecoder,
            memory: torch.Tensor,     # (batch, src_len, d_model) from `encode`
            # bool, True = may attend, broadcastable to (batch, 1, 1, src_len)
            src_mask: torch.Tensor,
-           # (batch, tgt_len) int64 target ids (only the new ones when `cache` is given)
-           tgt: torch.Tensor,
-           # bool, broadcastable to (batch, 1, tgt_len, tgt_len); None with a cache
+           tgt: torch.Tensor,        # (batch, tgt_len) int64 target ids
+           # bool, broadcastable to (batch, 1, tgt_len, tgt_len)
            tgt_mask: torch.Tensor|None,
-           cache=None,               # a `KVCache` (below) for incremental decoding, filled in place
           ) -> torch.Tensor:         # (batch, tgt_len, d_model)
     "Run the decoder stack over the embedded target, attending to `memory`."
-    start = cache.length if cache is not None else 0
-    x = self.tgt_embed(tgt, start_pos=start)                 # (batch, tgt_len, d_model)
-    out = self.decoder(x, memory, src_mask, tgt_mask, cache=cache)
-    if cache is not None: cache.length += tgt.shape[1]
-    return out
+    return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
 
 @patch
 def forward(self: EncoderDecoder, src, tgt, src_mask, tgt_mask): # shapes as in `encode` and `decode`
@@ -91,41 +84,18 @@ class SublayerConnection(nn.Module):
         if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
 
-# %% ../nbs/01_encoder_decoder.ipynb #5c15276f
-def real_positions(mask: torch.Tensor|None, # bool attention mask, True = may attend:
-                                            # (batch, 1, 1, len) or (batch, 1, len, len)
-                   batch: int,              # batch size of the layer input
-                  # (batch, len) bool, True = real; None = treat all as real
-                  ) -> torch.Tensor|None:
-    "Which positions are real tokens, read off a mask: a key-padding row, or a causal diagonal."
-    if mask is None or mask.dim() != 4 or mask.shape[0] != batch: return None
-    return mask[:, 0, 0] if mask.shape[-2] == 1 else mask[:, 0].diagonal(0, -2, -1)
-
-def on_rows(f, x: torch.Tensor,      # (batch, len, d_model)
-            keep: torch.Tensor|None, # (batch, len) bool from `real_positions`
-           ) -> torch.Tensor:        # (batch, len, d_model); zeros at padding positions
-    "Apply the position-wise `f` to real positions only: outputs at padding are never used."
-    if keep is None: return f(x)
-    # (n_real, d_model); autocast may change the dtype
-    y = f(x[keep])
-    out = y.new_zeros(*x.shape[:-1], y.shape[-1])
-    out[keep] = y
-    return out
-
 # %% ../nbs/01_encoder_decoder.ipynb #5281ddc5
 class EncoderLayer(nn.Module):
     "One encoder layer: self-attention, then feed-forward, each in a `SublayerConnection` (§3.1)."
     def __init__(self,
                  d_model: int,              # model width
-                 self_attn: nn.Module,      # (q, k, v, mask, rows=) -> (batch, len, d_model)
+                 self_attn: nn.Module,      # (q, k, v, mask) -> (batch, len, d_model)
                  feed_forward: nn.Module,   # (batch, len, d_model) -> same
                  dropout: float=0.1,        # P_drop on sublayer outputs
                  norm_first: bool=False,    # pre-norm instead of the paper's post-norm
-                 real_rows: bool=True,      # projections and feed-forward on real positions only (above)
                 ):
         super().__init__()
         self.self_attn, self.feed_forward, self.d_model = self_attn, feed_forward, d_model
-        self.real_rows = real_rows
         sublayer = SublayerConnection(d_model, dropout, norm_first)
         self.sublayer = clones(sublayer, 2)
 
@@ -133,9 +103,8 @@ class EncoderLayer(nn.Module):
                 # bool, True = may attend, broadcastable to (batch, heads, src_len, src_len)
                 mask: torch.Tensor,
                ) -> torch.Tensor:     # (batch, src_len, d_model)
-        keep = real_positions(mask, x.shape[0]) if self.real_rows else None
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask, rows=(keep, keep)))
-        return self.sublayer[1](x, lambda x: on_rows(self.feed_forward, x, keep))
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask))
+        return self.sublayer[1](x, self.feed_forward)
 
 # %% ../nbs/01_encoder_decoder.ipynb #140bbf27
 class Encoder(nn.Module):
@@ -155,46 +124,6 @@ class Encoder(nn.Module):
         for layer in self.layers: x = layer(x, mask)
         return self.norm(x)
 
-# %% ../nbs/01_encoder_decoder.ipynb #76a3498d
-class KVCache:
-    "Per-layer attention keys/values for incremental decoding; `length` = positions decoded so far."
-    def __init__(self, n_layers: int): # number of decoder layers
-        self.layers = [dict(self_attn={}, src_attn={}) for _ in range(n_layers)]
-        self.length = 0
-
-    def reorder(self, index: torch.Tensor, # (new_batch,) int64 rows to keep, e.g. surviving beams
-                parts: tuple=("self_attn", "src_attn"), # the attentions whose tensors move
-                defer: bool=False, # self-attention's rows taken by its next `append_positions`
-               ):
-        "Select batch rows of the cached tensors in place (beam search reorders hypotheses)."
-        for layer in self.layers:
-            for name in parts:
-                part = layer[name]
-                rows = part.pop("rows", None)                 # a deferred reorder not yet taken
-                rows = index if rows is None else rows[index] # composed: rows first, then index
-                if defer and name == "self_attn": part["rows"] = rows
-                else: part.update({n: t.index_select(0, rows) for n, t in part.items()})
-
-# %% ../nbs/01_encoder_decoder.ipynb #f95beea0
-def append_positions(entry: dict,     # a self-attention entry of a `KVCache`, updated in place
-                     k: torch.Tensor, # (batch, heads, new_len, d_k) the new positions' keys
-                     v: torch.Tensor, # (batch, heads, new_len, d_v) and values
-                    ) -> tuple[torch.Tensor, torch.Tensor]: # all positions' keys and values
-    "Append the new positions along `len`; a deferred reorder's rows are taken in the same copy."
-    rows = entry.pop("rows", None)
-    if "k" in entry: k, v = _grown(entry["k"], k, rows), _grown(entry["v"], v, rows)
-    entry["k"], entry["v"] = k, v
-    return k, v
-
-def _grown(old: torch.Tensor, new: torch.Tensor, rows: torch.Tensor|None) -> torch.Tensor:
-    "`torch.cat([old[rows], new], 2)` with the rows of `old` written straight into the result."
-    if rows is None: return torch.cat([old, new], 2)
-    T = old.shape[2]
-    out = old.new_empty(rows.shape[0], old.shape[1], T + new.shape[2], old.shape[3])
-    torch.index_select(old, 0, rows, out=out[:, :, :T])   # (rows, heads, T, d_k), no temporary
-    out[:, :, T:] = new
-    return out
-
 # %% ../nbs/01_encoder_decoder.ipynb #5e26a36e
 class DecoderLayer(nn.Module):
     "One decoder layer: masked self-attention, attention over the memory, feed-forward (§3.1)."
@@ -205,11 +134,10 @@ class DecoderLayer(nn.Module):
                  feed_forward: nn.Module, # position-wise FFN
                  dropout: float=0.1,      # P_drop on sublayer outputs
                  norm_first: bool=False,  # pre-norm instead of the paper's post-norm
-                 real_rows: bool=True,    # projections and feed-forward on real positions only (above)
                 ):
         super().__init__()
         self.self_attn, self.src_attn, self.feed_forward = self_attn, src_attn, feed_forward
-        self.d_model, self.real_rows = d_model, real_rows
+        self.d_model = d_model
         sublayer = SublayerConnection(d_model, dropout, norm_first)
         self.sublayer = clones(sublayer, 3)
 
@@ -218,15 +146,11 @@ class DecoderLayer(nn.Module):
                 src_mask: torch.Tensor,   # bool, broadcastable to (batch, heads, tgt_len, src_len)
                 # bool, broadcastable to (batch, heads, tgt_len, tgt_len)
                 tgt_mask: torch.Tensor|None,
-                cache: dict|None=None,    # this layer's entry of a `KVCache`
                ) -> torch.Tensor:         # (batch, tgt_len, d_model)
-        sa = ca = None
-        if cache is not None: sa, ca = cache["self_attn"], cache["src_attn"]
-        m, B = memory, x.shape[0]
-        t, s = (real_positions(tgt_mask, B), real_positions(src_mask, B)) if self.real_rows else (None, None)
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=sa, rows=(t, t)))
-        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=ca, rows=(t, s)))
-        return self.sublayer[2](x, lambda x: on_rows(self.feed_forward, x, t))
+        m = memory
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask))
+        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask))
+        return self.sublayer[2](x, self.feed_forward)
 
 # %% ../nbs/01_encoder_decoder.ipynb #63476edf
 class Decoder(nn.Module):
@@ -240,9 +164,6 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(layer.d_model) if norm_first else nn.Identity()
 
     def forward(self, x, memory, src_mask, tgt_mask, # as in `DecoderLayer`
-                cache: KVCache|None=None,            # filled in place when given
                ) -> torch.Tensor:                    # (batch, tgt_len, d_model)
-        for i, layer in enumerate(self.layers):
-            entry = None if cache is None else cache.layers[i]
-            x = layer(x, memory, src_mask, tgt_mask, cache=entry)
+        for layer in self.layers: x = layer(x, memory, src_mask, tgt_mask)
         return self.norm(x)

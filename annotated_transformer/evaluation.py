@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from .embeddings import BOS_IDX, EOS_IDX
 from .data import WordCodec, BPECodec
-from .decoding import decode_corpus
+from .fast_decoding import decode_corpus
 
 # %% auto #0
 __all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'translate', 'evaluate_bleu', 'nbest_row',

@@ -19,7 +19,7 @@ from .embeddings import *
 from .positional_encoding import *
 
 # %% auto #0
-__all__ = ['PRESETS', 'EARLY_STOP_EVERY', 'TransformerConfig', 'get_config', 'TokenEmbedding', 'xavier_init_', 'Transformer',
+__all__ = ['RETIRED_FIELDS', 'PRESETS', 'TransformerConfig', 'get_config', 'TokenEmbedding', 'xavier_init_', 'Transformer',
            'check_tokens', 'create_transformer', 'count_parameters', 'copy_to_torch_transformer', 'greedy_decode',
            'TransformerClassifier', 'TransformerLM']
 
@@ -42,7 +42,6 @@ class TransformerConfig:
     # three-way tying of both embeddings and the output projection (§3.4)
     share_embeddings: bool = False
     pad_idx: int = PAD_IDX          # padding id, for masks
-    fused: bool = True              # fused attention kernel (False: the explicit version)
     src_vocab_size: int = 0         # set by `create_transformer`
     tgt_vocab_size: int = 0         # set by `create_transformer`
 
@@ -50,12 +49,15 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, d: dict):
-        "Build from a dict (e.g. a checkpoint), refusing unknown keys."
-        return dataclass_from_dict(cls, d, "config")
+        "Build from a dict (e.g. a checkpoint), refusing unknown keys; retired fields are dropped."
+        return dataclass_from_dict(cls, {k: v for k, v in d.items() if k not in RETIRED_FIELDS}, "config")
+
+# fields of older configs that no longer choose anything -> why (their checkpoints still load)
+RETIRED_FIELDS = {"fused": "multi-head attention takes the fused kernel (chapter 2)"}
 
 # %% ../nbs/06_model.ipynb #12286118
 @patch
-def validate(self: TransformerConfig) -> TransformerConfig:
+def check(self: TransformerConfig) -> TransformerConfig:
     "Raise `ValueError` naming the first inconsistent value; else return the config."
     for name in ("n_layers", "d_model", "d_ff", "n_heads", "max_len"):
         if getattr(self, name) < 1:
@@ -88,7 +90,8 @@ def get_config(preset: str|None=None, # one of PRESETS, or None for the dataclas
     "A validated `TransformerConfig` from a preset plus overrides."
     if preset is not None and preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    return TransformerConfig.from_dict({**PRESETS.get(preset, {}), **overrides}).validate()
+    # overrides are refused when unknown, retired fields too (`from_dict` drops those, for old checkpoints)
+    return dataclass_from_dict(TransformerConfig, {**PRESETS.get(preset, {}), **overrides}, "config").check()
 
 # %% ../nbs/06_model.ipynb #ed9f9d46
 class TokenEmbedding(nn.Module):
@@ -111,8 +114,7 @@ def xavier_init_(module: nn.Module) -> nn.Module:
 # %% ../nbs/06_model.ipynb #0c6e1d36
 def _sublayers(c: TransformerConfig) -> tuple[MultiHeadAttention, PositionwiseFeedForward]:
     "The attention (§3.2.2) and feed-forward (§3.3) sublayers that every layer copies."
-    attn = MultiHeadAttention(c.d_model, c.n_heads, attn_dropout=c.attn_dropout, fused=c.fused,
-                              d_k=c.d_k)
+    attn = MultiHeadAttention(c.d_model, c.n_heads, attn_dropout=c.attn_dropout, d_k=c.d_k)
     return attn, PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout)
 
 def _token_embedding(c: TransformerConfig, vocab_size: int) -> TokenEmbedding:
@@ -123,27 +125,22 @@ def _token_embedding(c: TransformerConfig, vocab_size: int) -> TokenEmbedding:
 def _encoder(c: TransformerConfig,
              attn: MultiHeadAttention,     # self-attention, copied into every layer
              ff: PositionwiseFeedForward,  # feed-forward, copied into every layer
-             real_rows: bool,              # feed-forward on real positions only (chapter 1)
             ) -> Encoder:
     "A stack of N self-attention + feed-forward layers (§3.1)."
-    layer = EncoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first,
-                         real_rows=real_rows)
+    layer = EncoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first)
     return Encoder(layer, c.n_layers, c.norm_first)
 
 # %% ../nbs/06_model.ipynb #3627191d
 class Transformer(EncoderDecoder):
     "The paper's encoder–decoder Transformer (§3), with its config and masks; checks its inputs."
     def __init__(self,
-                 config: TransformerConfig, # the architecture, validated here
-                 # feed-forward on real positions only (chapter 1; for speed)
-                 real_rows: bool=True,
+                 config: TransformerConfig, # the architecture, checked here
                 ):
-        c = config.validate()
+        c = config.check()
         attn, ff = _sublayers(c)
         dec_layer = DecoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(attn),
-                                 copy.deepcopy(ff),
-                                 c.dropout, c.norm_first, real_rows=real_rows)
-        super().__init__(_encoder(c, attn, ff, real_rows),
+                                 copy.deepcopy(ff), c.dropout, c.norm_first)
+        super().__init__(_encoder(c, attn, ff),
                          Decoder(dec_layer, c.n_layers, c.norm_first),
                          _token_embedding(c, c.src_vocab_size),
                          _token_embedding(c, c.tgt_vocab_size),
@@ -199,32 +196,26 @@ def encode(self: Transformer,
     return EncoderDecoder.encode(self, src, src_mask)
 
 @patch
-# as `EncoderDecoder.decode`
-def decode(self: Transformer, memory, src_mask, tgt, tgt_mask, cache=None):
-    "Check inputs, then run the decoder (§3.1); with `cache`, `tgt` holds only the new positions."
-    c, start = self.config, (cache.length if cache is not None else 0)
-    # later steps of an incremental decode feed back the model's own ids: shapes only
-    check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", start, values=start == 0)
-    B, T = tgt.shape
-    check_mask(tgt_mask, (B, c.n_heads, T, start + T), "tgt_mask")
-    # a beam search may give each sentence's memory row to g consecutive target rows (chapter 2)
-    if memory.shape[0] and B % memory.shape[0]:
-        raise ValueError(f"tgt has {B} rows, not a multiple of memory's {memory.shape[0]}")
-    check_mask(src_mask, (memory.shape[0], c.n_heads, T, memory.shape[1]), "src_mask")
-    return EncoderDecoder.decode(self, memory, src_mask, tgt, tgt_mask, cache)
+def decode(self: Transformer, memory, src_mask, tgt, tgt_mask): # as `EncoderDecoder.decode`
+    "Check inputs, then run the decoder (§3.1)."
+    c, (B, T) = self.config, tgt.shape
+    check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt")
+    check_mask(tgt_mask, (B, c.n_heads, T, T), "tgt_mask")
+    if memory.shape[0] != B:
+        raise ValueError(f"tgt has {B} sentences but memory has {memory.shape[0]}")
+    check_mask(src_mask, (B, c.n_heads, T, memory.shape[1]), "src_mask")
+    return EncoderDecoder.decode(self, memory, src_mask, tgt, tgt_mask)
 
 # %% ../nbs/06_model.ipynb #9638ccea
 def create_transformer(src_vocab_size: int,  # source vocabulary size
                        tgt_vocab_size: int,  # target vocabulary size
                        # "tiny", "small", "base" or "big"; None: the defaults (base)
                        preset: str|None=None,
-                       # feed-forward on real positions only (chapter 1; for speed)
-                       real_rows: bool=True,
                        **config,              # any `TransformerConfig` field, overriding the preset
                       ) -> Transformer:
     "Build the paper's Transformer, Xavier-initialised (§3, Table 3)."
     c = get_config(preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **config)
-    return Transformer(c, real_rows=real_rows)
+    return Transformer(c)
 
 def count_parameters(model: nn.Module) -> int:
     "Number of distinct trainable parameters (shared weights counted once)."
@@ -262,45 +253,29 @@ def copy_to_torch_transformer(ours: Transformer) -> nn.Transformer:
     return t
 
 # %% ../nbs/06_model.ipynb #9f268605
-# device type -> decoding steps between checks that all rows ended (else 16)
-EARLY_STOP_EVERY = {"cpu": 1}
-
 @torch.no_grad()
 # a trained `Transformer`, switched to eval mode by the caller
 def greedy_decode(model: EncoderDecoder,
-                  src: torch.Tensor,       # (batch, src_len) int64 source ids
-                  src_mask: torch.Tensor,  # (batch, 1, 1, src_len) bool, True = real token
-                  max_new_tokens: int,            # maximum number of generated tokens
+                  src: torch.Tensor,         # (batch, src_len) int64 source ids
+                  src_mask: torch.Tensor,    # (batch, 1, 1, src_len) bool, True = real token
+                  max_new_tokens: int,       # maximum number of generated tokens
                   start_symbol: int=BOS_IDX, # the decoder's start symbol
                   end_symbol: int=EOS_IDX,   # generation stops after this token
-                  pad_idx: int=PAD_IDX,   # fills rows that have finished
-                  use_cache: bool=True,      # incremental decoding with a key/value cache
-                  # steps between checks that all rows ended; None: by device
-                  check_every: int|None=None,
-                 # (batch, ≤ max_new_tokens) int64, without the start symbol
-                 ) -> torch.Tensor:
-    "Batched greedy decoding; each row stops at its `end_symbol`, then holds `pad_idx`."
+                  pad_idx: int=PAD_IDX,      # fills sequences that have finished
+                 ) -> torch.Tensor:          # (batch, ≤ max_new_tokens) int64, no start symbol
+    "Batched greedy decoding; each sequence stops at its `end_symbol`, then holds `pad_idx`."
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     memory = model.encode(src, src_mask)
     B, dev = src.shape[0], src.device
     ys = torch.full((B, 1), start_symbol, dtype=torch.long, device=dev)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
-    cache = KVCache(len(model.decoder.layers)) if use_cache else None
-    # reading `done` back makes a GPU wait: only every few steps
-    every = check_every or EARLY_STOP_EVERY.get(dev.type, 16)
-    stop = torch.full((), max_new_tokens, device=dev)     # tokens generated when the last row ended
-    for t in range(max_new_tokens):
-        # (batch, 1, d_model)
-        if use_cache: h = model.decode(memory, src_mask, ys[:, -1:], None, cache)
-        # (batch, t, d_model)
-        else: h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], dev))
-        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_idx)    # (batch,)
+    for _ in range(max_new_tokens):
+        h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], dev))  # (batch, t, d_model)
+        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_idx)   # (batch,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == end_symbol
-        stop = torch.where(done.all() & (stop == max_new_tokens), t + 1, stop)
-        if (t + 1) % every == 0 and bool(done.all()): break
-    # without steps run after every row had ended
-    return ys[:, 1:1 + int(stop)]
+        if bool(done.all()): break
+    return ys[:, 1:]
 
 # %% ../nbs/06_model.ipynb #f683e92a
 class TransformerClassifier(nn.Module):
@@ -309,14 +284,13 @@ class TransformerClassifier(nn.Module):
                  vocab_size: int,       # token ids in [0, vocab_size)
                  n_classes: int,        # outputs of the classifier head
                  preset: str|None=None, # as in `create_transformer`
-                 real_rows: bool=True,  # feed-forward on real positions only (chapter 1; for speed)
                  **config,              # any `TransformerConfig` field, overriding the preset
                 ):
         super().__init__()
         c = get_config(preset, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **config)
         self.config = c
         attn, ff = _sublayers(c)
-        self.embed, self.encoder = _token_embedding(c, vocab_size), _encoder(c, attn, ff, real_rows)
+        self.embed, self.encoder = _token_embedding(c, vocab_size), _encoder(c, attn, ff)
         self.head = nn.Linear(c.d_model, n_classes)
         xavier_init_(self)
 
@@ -335,15 +309,13 @@ class TransformerLM(nn.Module):
                  vocab_size: int,        # token ids in [0, vocab_size)
                  preset: str|None=None,  # as in `create_transformer`
                  tie_weights: bool=True, # the generator's projection is the embedding table (§3.4)
-                 # feed-forward on real positions only (chapter 1; for speed)
-                 real_rows: bool=True,
                  **config,               # any `TransformerConfig` field, overriding the preset
                 ):
         super().__init__()
         c = get_config(preset, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **config)
         self.config = c
         attn, ff = _sublayers(c)
-        self.embed, self.decoder = _token_embedding(c, vocab_size), _encoder(c, attn, ff, real_rows)
+        self.embed, self.decoder = _token_embedding(c, vocab_size), _encoder(c, attn, ff)
         self.generator = Generator(c.d_model, vocab_size)
         xavier_init_(self)
         if tie_weights: share_weights(None, self.embed.embed, self.generator)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
 from .model import create_transformer, count_parameters
+from .fast_model import make_fast
 from .batching import token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
@@ -412,9 +413,9 @@ def training_parts(run: Multi30kRun, device: torch.device,
                   ) -> tuple:
     "(model, batches, validation batches, optimizer, schedule, loss) of a run; seed the RNGs first."
     recipe, codec, pin = run.recipe, run.codec, device.type == "cuda"
-    model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model,
+    model = make_fast(create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model,
                                dropout=recipe.dropout, share_embeddings=codec.shared,
-                               **recipe.model_overrides).to(device)
+                               **recipe.model_overrides).to(device))
     L, files = model.config.max_len, lambda split: run.corpus.paths(split, run.src, run.tgt)
     train_data = encode_corpus(codec, run.train_pairs, L, files("train"))
     val_data = encode_corpus(codec, run.val_pairs, L, files("val"))

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 from .attention import MultiHeadAttention, padding_mask
 from .embeddings import BOS_IDX, EOS_IDX
-from .encoder_decoder import EncoderDecoder, KVCache
+from .encoder_decoder import EncoderDecoder
+from .fast_model import KVCache, ModelLevers, make_fast
 from .model import Transformer
 from .data import WordCodec, BPECodec
 from .ctranslate2_export import _resolve, write_folder_atomically
@@ -28,7 +29,7 @@ def export_copy(model: Transformer,     # a trained model
                 attention: bool=True,   # record attention weights (explicit attention)
                ) -> Transformer:        # a float32 eval-mode copy with the dense feed-forward
     "The model as it can be traced: dense feed-forward, no value-dependent shapes, same weights."
-    copy = Transformer(model.config, real_rows=False)
+    copy = make_fast(Transformer(model.config), ModelLevers(real_rows=False))
     copy.load_state_dict(model.state_dict())
     for m in copy.modules():
         if isinstance(m, MultiHeadAttention): m.record_weights = attention
@@ -70,7 +71,8 @@ class DecoderStepGraph(nn.Module):
         for i, e in enumerate(cache.layers):
             e["self_attn"].update(k=past_k[i], v=past_v[i])
             e["src_attn"].update(k=cross_k[i], v=cross_v[i])
-        h = EncoderDecoder.decode(m, None, padding_mask(src, m.config.pad_idx), tgt, None, cache)
+        x = m.tgt_embed(tgt, start_pos=cache.length)             # (batch, 1, d_model)
+        h = m.decoder(x, None, padding_mask(src, m.config.pad_idx), None, cache=cache)
         out = [m.generator(h[:, -1]), *(torch.stack([e["self_attn"][n] for e in cache.layers])
                                         for n in ("k", "v"))]
         if m.decoder.layers[0].self_attn.record_weights:
@@ -310,9 +312,9 @@ class OnnxModel(nn.Module):
             ids = torch.where(mask[:, 0, 0], pad + 1, pad).numpy()   # ids the graph's mask reads
             self._held = held = (memory, src_mask, g, ids, cross.contiguous().numpy())
         return held[3:]
-    def decode(self, memory, src_mask, tgt, tgt_mask, cache):  # -> (batch, 1, vocab) log-probs
+    def decode_incremental(self, memory, src_mask, tgt, cache):  # -> (batch, 1, vocab) log-probs
         entry = cache.layers[0]["self_attn"]
-        rows = entry.pop("rows", None)                # a deferred reorder (chapter 1's `KVCache.reorder`)
+        rows = entry.pop("rows", None)                # a deferred reorder (the fast model's `KVCache.reorder`)
         if rows is not None: entry.update(k=entry["k"][rows], v=entry["v"][rows])
         src, cross = self._step_inputs(memory, src_mask, tgt.shape[0] // max(memory.shape[0], 1))
         n, B, H, d_k = cross.shape[1], cross.shape[2], cross.shape[3], cross.shape[5]
@@ -330,7 +332,7 @@ def onnx_engines(model: Transformer, codec,   # the benchmarked model and its te
                  search: dict,                # `decode_corpus`'s beam_size, length_penalty, …
                 ) -> dict:                    # name -> (description, decoder): `more_engines`
     "`bench_translation`'s hook: ONNX Runtime (float32) at each thread count, chapter 14's search."
-    from annotated_transformer.decoding import decode_corpus
+    from annotated_transformer.fast_decoding import decode_corpus
     from annotated_transformer.ctranslate2_export import _with_threads
     out = {}
     with tempfile.TemporaryDirectory() as tmp:   # the sessions hold what they need in memory

@@ -17,6 +17,7 @@ from .model import (Transformer, TransformerConfig, copy_to_torch_transformer,
                                          create_transformer, greedy_decode)
 from .why_self_attention import (plot_scaling, scaling_sweep, sweep_exponents,
                                                       time_ratios)
+from .fast_model import make_fast, ModelLevers, cached_greedy_decode
 from .batching import Batch
 from .training import TrainStep
 from .runtime import (bf16_native, bf16_slowdown, calls_for, hardware_summary,
@@ -170,7 +171,7 @@ def training_throughput(preset: str,           # a key of PRESETS
                        ) -> dict:
     "Target tokens/s of a training step, ours vs `nn.Transformer` (same everything); matmul peak."
     torch.manual_seed(seed)
-    ours = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
+    ours = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device))
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
     steps = {"ours": BenchStep(ours, src, tgt),
              "nn.Transformer": reference_step(TorchTransformerModel(ours).to(device), src, tgt),
@@ -252,7 +253,7 @@ def lever_speedups(preset: str="small",
                   ) -> dict:           # lever -> time without it / time with all levers
     "Each speed lever alone: our training step with that lever off against all on, interleaved."
     torch.manual_seed(seed)
-    model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
+    model = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device))
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
     fns = {"all levers": BenchStep(model, src, tgt)}
     for name, (switch_off, step_kw) in LEVERS.items():
@@ -303,7 +304,7 @@ def check_cached_greedy(model: nn.Module,         # a `Transformer` in eval mode
                        ):
     "Raise unless each cached greedy token is to `tol`, the uncached decoder's best on its prefix."
     # (batch, steps), cached
-    ys = greedy_decode(model, src, src_mask, steps, end_symbol=-1)
+    ys = cached_greedy_decode(model, src, src_mask, steps, end_symbol=-1)
     # (batch, steps), BOS first
     prefix = torch.cat([torch.full_like(ys[:, :1], BOS_IDX), ys[:, :-1]], 1)
     h = model.decode(model.encode(src, src_mask), src_mask, prefix, causal_mask(steps, src.device))
@@ -327,11 +328,11 @@ def decode_speedup(preset: str="small",
                   ) -> dict:
     "Greedy decoding with the KV cache vs re-running the whole prefix, at fixed output lengths."
     torch.manual_seed(seed)
-    model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device).eval()
+    model = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)).eval()
     src, _ = synthetic_batch(batch_size, src_len, 2, vocab_size, seed, device=device)
     sm = model.make_src_mask(src)
     # -1 never occurs: n steps
-    run = lambda n, cache: greedy_decode(model, src, sm, n, end_symbol=-1, use_cache=cache)
+    run = lambda n, cache: (cached_greedy_decode if cache else greedy_decode)(model, src, sm, n, end_symbol=-1)
     # the cache computes the same thing, to rounding
     check_cached_greedy(model, src, sm, 4)
     out = dict(speedup={}, seconds={})
@@ -351,7 +352,7 @@ def bf16_speedup(preset: str="small",
                 ) -> dict:
     "bf16 autocast vs fp32 training (ours), ours vs `nn.Transformer` under the same autocast, a bare matmul."
     torch.manual_seed(seed)
-    model = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
+    model = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device))
     src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
     explicit = copy.deepcopy(model)
     # the CPU's bf16 fused-attention backward is slow: explicit path
@@ -420,7 +421,7 @@ def _peak_memory_here(presets, batch_size, src_len, tgt_len, vocab_size, device,
     out = {}
     for preset in presets:
         torch.manual_seed(seed)
-        ours = create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)
+        ours = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device))
         src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
         ref = TorchTransformerModel(ours).to(device)
         theirs = step_peak_memory(reference_step(ref, src, tgt))
