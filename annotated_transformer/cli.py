@@ -296,6 +296,9 @@ def _add_bench(sub):
                                    "measured "
                                    "in the same run.")
     b.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
+    b.add_argument("--check", action="store_true",
+                   help="the project's own check: judge each figure against its target "
+                        "(performance.TARGETS); exit status 1 when one is missed")
     add_field(b, Options, "json")
     add_field(b, Options, "device")
     t = b.add_argument_group("translation speed against CTranslate2 "
@@ -417,6 +420,9 @@ def _check_usage(p: argparse.ArgumentParser, args):
         error("give sentences as arguments or --input FILE, not both")
     if args.command == "evaluate" and args.test and args.data_dir:
         error("--test PREFIX and --data-dir are exclusive")
+    if args.command == "bench" and args.check and (args.quick or args.translate):
+        error("--check judges a full run of the training benchmarks: "
+              "not --quick (its numbers mean nothing), not --translate (it has no targets)")
 
 # %% ../nbs/92_cli.ipynb #2f971a8d
 def _check_device(device: str|None): # the --device argument
@@ -761,11 +767,15 @@ def variations_command(args) -> int:
 
 # %% ../nbs/92_cli.ipynb #633e3743
 def bench_command(args) -> int:
-    "`annotated-transformer bench [--quick] [--json] [--device D]`: the benchmarks' ratios or JSON."
+    "`annotated-transformer bench [--quick] [--json] [--check] [--device D]`: ratios or JSON."
     if args.translate: return bench_translate_command(args)
     log = lambda m: print(m, file=sys.stderr, flush=True)
     res = run_benchmarks(quick=args.quick, device=args.device, log=log)
-    print(json.dumps(res) if args.json else format_report(res))
+    print(json.dumps(res) if args.json else format_report(res, check=args.check))
+    missed = [k for k, met in res["meets_targets"].items() if not met]
+    if args.check and missed:   # the project's check fails; a user's plain run never does
+        log(f"annotated-transformer bench --check: missed {', '.join(missed)}")
+        return 1
     return 0
 
 def export_command(args) -> int:

@@ -587,11 +587,19 @@ def bench_machine(res: dict) -> str:
 
 
 # %% ../nbs/19_performance.ipynb #65fb35dc
-def _bf16_lines(res: dict, ok) -> list[str]:
-    "`format_report`'s bf16 lines: skipped and why, or each preset's ratios (`ok` words a target)."
+def _judge(res: dict, check: bool):
+    "`format_report`'s words for a target: nothing unless `check`, else met, missed, or not judged."
+    def judge(met: bool, target) -> str:
+        if not check: return ""
+        word = "not judged in --quick" if res["quick"] else ("meets" if met else "MISSES")
+        return f" (target ≥ {target}: {word})"
+    return judge
+
+def _bf16_lines(res: dict, judge) -> list[str]:
+    "`format_report`'s bf16 lines: skipped and why, or each preset's ratios (`judge` words a target)."
     if res.get("bf16_skipped"): return [f"bf16 autocast: skipped: {res['bf16_skipped']['reason']}"]
     t = res["targets"]["bf16_speedup"]
-    return [f"bf16 autocast, {p}: {r:.2f}× fp32 (target ≥ {t}: {ok(r >= t)}); "
+    return [f"bf16 autocast, {p}: {r:.2f}× fp32{judge(r >= t, t)}; "
             "with the fused attention kernel "
             f"{res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
             f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×; ours "
@@ -599,26 +607,26 @@ def _bf16_lines(res: dict, ok) -> list[str]:
             for p, r in (res["bf16_speedup"] or {}).items()]
 
 # %% ../nbs/19_performance.ipynb #40c8c64b
-def format_report(res: dict) -> str:
-    "The ratios of a `run_benchmarks` result as readable lines (the JSON has everything)."
-    hw, t = res["hardware"], res["targets"]
-    ok = lambda b: "not judged in --quick" if res["quick"] else ("meets" if b else "MISSES")
+def format_report(res: dict,          # a `run_benchmarks` result (or the JSON of `bench --json`)
+                  check: bool=False,  # also judge each figure against `TARGETS`, the project's own
+                 ) -> str:
+    "The ratios of a `run_benchmarks` result against their references, as readable lines."
+    hw, t, judge = res["hardware"], res["targets"], _judge(res, check)
     lines = [f"annotated-transformer bench{' --quick' if res['quick'] else ''} "
              f"on {bench_machine(res)} (torch {hw['torch']}), {res['seconds']:.0f} s"]
     if res["quick"]: lines.append("  (--quick: tiny sizes, a smoke test; the numbers mean nothing)")
     tt = t["train_speedup_vs_nn_transformer"]
     for p, r in res["train_speedup_vs_nn_transformer"].items():
         f = res["fraction_of_matmul_peak"][p]
-        lines.append(f"training, {p}: ours {r:.2f}× nn.Transformer's tokens/s "
-                     f"(target ≥ {tt}: {ok(r >= tt)}); "
+        lines.append(f"training, {p}: ours {r:.2f}× nn.Transformer's tokens/s{judge(r >= tt, tt)}; "
                      f"{100 * f['ours']:.0f}% vs {100 * f['nn.Transformer']:.0f}% "
                      "of the fp32 matmul peak")
-    lines += _bf16_lines(res, ok)
+    lines += _bf16_lines(res, judge)
     g = res["greedy_cached_speedup"]
     lines.append("greedy decoding, cached / uncached: "
                  + ", ".join(f"{k} steps {v:.1f}×" for k, v in g.items())
-                 + f" (target ≥ {t['greedy_cached_speedup@64']} at 64: "
-                   f"{ok(res['meets_targets']['greedy_cached_speedup[64]'])})")
+                 + judge(res["meets_targets"]["greedy_cached_speedup[64]"],
+                         f"{t['greedy_cached_speedup@64']} at 64"))
     mb = res["details"]["peak_memory_mb"]
     lines.append("peak memory of a training step, nn.Transformer / ours: " + ", ".join(
         f"{p} {r:.2f}× ({mb[p]['ours']:.0f} MB ours)" if r else f"{p} not measurable here"

@@ -2,6 +2,8 @@
 import json, math, os, subprocess, sys
 from pathlib import Path
 
+import pytest
+
 from annotated_transformer.performance import RATIO_KEYS, cpu_peak_memory_supported, format_report, plot_bench
 
 EXE = Path(sys.executable).parent / "annotated-transformer"
@@ -68,3 +70,39 @@ def test_bench_skips_bf16_with_a_reason_where_the_cpu_emulates_it():
 def test_bench_bad_device_is_a_clear_error():
     r = subprocess.run([str(EXE), "bench", "--device", "nonsense"], capture_output=True, text=True, timeout=120, env=ENV)
     assert r.returncode == 1 and "annotated-transformer bench: error:" in r.stderr
+
+
+# a stored full run on an AVX2 CPU: base misses the training target, so `--check` has something to judge
+STORED = Path(__file__).parents[1] / "nbs" / "results" / "bench_json_avx2_run5.json"
+
+
+def test_report_judges_targets_only_with_check():
+    res = json.loads(STORED.read_text())
+    plain = format_report(res)                                  # what a user sees: figures and their references
+    assert "nn.Transformer's tokens/s" in plain
+    assert not any(w in plain for w in ("target", "MISSES", "meets")), plain
+    judged = format_report(res, check=True)                     # the project's own check
+    assert "MISSES" in judged and "meets" in judged and "target ≥" in judged
+
+
+def test_bench_check_exit_status(monkeypatch, capsys):
+    "`bench` exits 0 whatever the figures; `bench --check` exits 1 when a target is missed, and names it."
+    from annotated_transformer import cli
+    res = json.loads(STORED.read_text())
+    monkeypatch.setattr(cli, "run_benchmarks", lambda **kw: res)     # the stored run instead of minutes of timing
+    assert cli.main(["bench"]) == 0
+    assert "MISSES" not in capsys.readouterr().out
+    assert cli.main(["bench", "--check"]) == 1
+    out = capsys.readouterr()
+    assert "MISSES" in out.out and "missed train_speedup_vs_nn_transformer[base]" in out.err
+    met = {**res, "meets_targets": {k: True for k in res["meets_targets"]}}
+    monkeypatch.setattr(cli, "run_benchmarks", lambda **kw: met)
+    assert cli.main(["bench", "--check", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["meets_targets"]
+
+
+@pytest.mark.parametrize("flag", ["--quick", "--translate"])
+def test_bench_check_is_for_a_full_training_run(flag, capsys):
+    from annotated_transformer import cli
+    with pytest.raises(SystemExit) as e: cli.main(["bench", "--check", flag])
+    assert e.value.code == 2 and "--check judges a full run" in capsys.readouterr().err
