@@ -124,7 +124,7 @@ CT2_FORMAT = "annotated_transformer.ctranslate2/1"
 CT2_META, CT2_VOCAB = "annotated_transformer.json", "vocab.json"
 
 def resolve_translator(
-    # a `Transformer` (give `codec`), a checkpoint (file or dict), "de-en"/"en-de", or a model folder
+    # a `Transformer` (give `codec`), a checkpoint (file or dict), "de-en", "en-de", a model folder
     model: Transformer|dict|str|os.PathLike,
     codec: WordCodec|BPECodec|None=None, # the text pipeline; default: the model's own
 ) -> tuple[Transformer, WordCodec|BPECodec, str]: # (model in eval mode, codec, where it came from)
