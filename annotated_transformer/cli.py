@@ -25,9 +25,9 @@ from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
 from .model_variations import BASE, STEPS, run_variations, variations_table
 from .attention_maps import KINDS, save_attention_maps
 from .performance import run_benchmarks, format_report
-from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_translation,
-    bench_table)
-from .onnx_export import export_onnx, onnx_engines, onnx_available
+from .ctranslate2_export import export_ctranslate2
+from .onnx_export import export_onnx, onnx_available
+from .benchmarking import bench_translation, bench_table
 from .pretrained import export_model, open_translator
 from .decoding import MAX_LENGTH_PENALTY
 from .fast_model import pack_linears, enlarge_onednn_cache
@@ -302,7 +302,7 @@ def _add_bench(sub):
     add_field(b, Options, "json")
     add_field(b, Options, "device")
     t = b.add_argument_group("translation speed against CTranslate2 "
-                             "(chapter 34; needs the ctranslate2 extra)")
+                             "(appendix: benchmarking; needs the ctranslate2 extra)")
     t.add_argument("--translate", action="store_true",
                    help="decode a test set with ours and with CTranslate2 on the same weights")
     add_field(t, Options, "model", default="de-en")
@@ -766,11 +766,16 @@ def variations_command(args) -> int:
     return 0
 
 # %% ../nbs/92_cli.ipynb #633e3743
+def _bench_line() -> str|None:
+    "The `bench` command as a shell can repeat it (for the result); None when `main` was called."
+    in_shell = sys.argv[1:2] == ["bench"]
+    return shlex.join(["annotated-transformer", *sys.argv[1:]]) if in_shell else None
+
 def bench_command(args) -> int:
     "`annotated-transformer bench [--quick] [--json] [--check] [--device D]`: ratios or JSON."
     if args.translate: return bench_translate_command(args)
     log = lambda m: print(m, file=sys.stderr, flush=True)
-    res = run_benchmarks(quick=args.quick, device=args.device, log=log)
+    res = run_benchmarks(quick=args.quick, device=args.device, log=log, command=_bench_line())
     print(json.dumps(res) if args.json else format_report(res, check=args.check))
     missed = [k for k, met in res["meets_targets"].items() if not met]
     if args.check and missed:   # the project's check fails; a user's plain run never does
@@ -805,14 +810,12 @@ def export_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #4d771783
 def bench_translate_command(args) -> int:
     "`bench --translate`: ours against CTranslate2 (and ONNX Runtime) on the same weights; table or JSON."
-    in_shell = sys.argv[1:2] == ["bench"]
-    cmd = shlex.join(["annotated-transformer", *sys.argv[1:]]) if in_shell else None
     names = ("model", "n_sentences", "beam_size", "length_penalty", "batch_size", "threads",
              "repeats",
              "latency_sentences", "lever_sentences", "data_dir")
     # ONNX Runtime is a third engine when the [onnx] extra is installed (chapter 35)
-    res = bench_translation(**{k: getattr(args, k) for k in names}, command=cmd,
-                            more_engines=onnx_engines if onnx_available() else None)
+    res = bench_translation(**{k: getattr(args, k) for k in names}, command=_bench_line(),
+                            onnx=onnx_available())
     if args.output:
         tmp = Path(args.output).with_suffix(".json.tmp")
         tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

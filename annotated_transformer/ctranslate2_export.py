@@ -6,26 +6,22 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 
 # %% ../nbs/34_ctranslate2_export.ipynb #3daa12f8
 from __future__ import annotations
-import copy, json, os, shutil, statistics, tempfile, time
+import json, os, shutil, tempfile
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 import torch
-from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
+from .embeddings import BOS_IDX, EOS_IDX
 from .model import Transformer
-from .runtime import bf16_native
-from .data import BPECodec, WordCodec, codec_from_dict, load_split
+from .data import BPECodec, WordCodec, codec_from_dict, sentence_ids
 from .decoding import length_normalization
-from .fast_decoding import decode_corpus, SearchLevers
-from .fast_model import make_fast, ModelLevers, pack_linears, PackedLinear
-from .data import sentence_ids
-from .evaluation import encode_sources, translate, corpus_bleu
-from .checkpoints import load_checkpoint, model_from_checkpoint
-from .pretrained import export_model, load_model
+from .evaluation import encode_sources
+from .checkpoints import model_from_checkpoint
+from .pretrained import open_translator
 
 # %% auto #0
-__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'LEVERS', 'codec_tokens', 'to_ctranslate2_spec', 'write_folder_atomically',
-           'export_ctranslate2', 'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2', 'quantize_int8',
-           'bench_translation', 'bench_table']
+__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'codec_tokens', 'to_ctranslate2_spec', 'resolve_translator',
+           'write_folder_atomically', 'export_ctranslate2', 'load_ctranslate2', 'decode_ctranslate2',
+           'translate_ctranslate2']
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b144c06d
 def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
@@ -127,24 +123,28 @@ CT2_FORMAT = "annotated_transformer.ctranslate2/1"
 # our two files beside CTranslate2's
 CT2_META, CT2_VOCAB = "annotated_transformer.json", "vocab.json"
 
-def _resolve(model, codec=None) -> tuple[Transformer, WordCodec|BPECodec, str]:
-    "(eval-mode model, codec, origin) of a `Transformer` + codec, a checkpoint, a name or a folder."
+def resolve_translator(
+    # a `Transformer` (give `codec`), a checkpoint (file or dict), "de-en", "en-de", a model folder
+    model: Transformer|dict|str|os.PathLike,
+    codec: WordCodec|BPECodec|None=None, # the text pipeline; default: the model's own
+) -> tuple[Transformer, WordCodec|BPECodec, str]: # (model in eval mode, codec, where it came from)
+    "What an export or a benchmark is given, as a model and its codec (files: `open_translator`)."
     if isinstance(model, Transformer):
         if codec is None:
             raise ValueError("exporting a Transformer object needs its codec "
                              "(the vocabulary it was trained with)")
         return model.eval(), codec, "a Transformer object"
-    if isinstance(model, dict) or Path(model).is_file():
-        where = "checkpoint" if isinstance(model, dict) else str(model)
-        ck = model if isinstance(model, dict) else load_checkpoint(model)
-        vocab = (ck.get("extra") or {}).get("vocab")
+    if isinstance(model, dict):                                     # a checkpoint already loaded
+        vocab = (model.get("extra") or {}).get("vocab")
         if vocab is None:
-            raise ValueError(f"{where} has no vocabulary (extra['vocab']): "
+            raise ValueError("the checkpoint has no vocabulary (extra['vocab']): "
                              "it is not a translation checkpoint")
-        return model_from_checkpoint(ck), codec or codec_from_dict(vocab, ck["config"]), where
-    # a shipped name or a model folder; checks its sha256 sums
-    m, c, _ = load_model(model)
-    return m, codec or c, str(model)
+        m, c = model_from_checkpoint(model), codec_from_dict(vocab, model["config"])
+        return m.eval(), codec or c, "checkpoint"
+    # a checkpoint file; else a shipped name or a model folder (its sha256 sums checked)
+    is_file = Path(model).is_file()
+    m, c, _ = open_translator(checkpoint=model) if is_file else open_translator(name_or_dir=model)
+    return m.eval(), codec or c, str(model)
 
 # %% ../nbs/34_ctranslate2_export.ipynb #2840e475
 def write_folder_atomically(out: Path,   # the folder to write; an earlier one there is replaced
@@ -176,7 +176,7 @@ def export_ctranslate2(
 ) -> Path:                               # out_dir
     "Export to a CTranslate2 folder: model.bin, config and vocabulary, our codec and a description."
     ct2 = _ctranslate2()
-    m, codec, where = _resolve(model, codec)
+    m, codec, where = resolve_translator(model, codec)
     spec = to_ctranslate2_spec(m, codec)
     spec.optimize(quantization=quantization)                     # None keeps float32
     out = Path(out_dir)
@@ -296,257 +296,3 @@ def translate_ctranslate2(
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
-
-# %% ../nbs/34_ctranslate2_export.ipynb #e5a921d7
-def quantize_int8(
-    model: Transformer, # a float32 `Transformer` in eval mode (left as it is)
-) -> Transformer:       # a copy whose linear layers compute in int8 (dynamic quantization)
-    "Ours in int8, approximately: PyTorch's dynamic quantization of the linear layers, per channel."
-    import copy, warnings
-    if any(isinstance(m, PackedLinear) for m in model.modules()):
-        raise TypeError("quantize_int8 needs the model's nn.Linear layers, not PackedLinear: "
-                        "quantize the model before pack_linears")
-    with warnings.catch_warnings():
-        # torch.ao.quantization is deprecated in favour of torchao
-        warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic, per_channel_dynamic_qconfig
-        q = copy.deepcopy(model).eval()
-        names = {n for n, mod in q.named_modules()
-                 if isinstance(mod, torch.nn.Linear) and not n.endswith("in_proj")}
-        # in_proj stays float32: cross-attention slices its weight
-        return quantize_dynamic(q, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
-
-# %% ../nbs/34_ctranslate2_export.ipynb #465a612f
-def _bleu_tokens(codec, hyps: list[list[int]], refs: list[str]) -> tuple[float, int]:
-    "(sacreBLEU of the detokenized hypotheses, target tokens generated without </s>)."
-    return corpus_bleu([codec.decode_tgt(h) for h in hyps], refs).score, sum(map(len, hyps))
-
-def _interleaved(runs: dict, repeats: int) -> dict:
-    "Time `runs` (name -> no-argument decoder) `repeats` times in turn: a busy CPU slows all alike."
-    times, outs = {n: [] for n in runs}, {}
-    for _ in range(repeats):
-        for n, f in runs.items():
-            t = time.perf_counter()
-            outs[n] = f()
-            times[n].append(time.perf_counter() - t)
-    return {n: (statistics.median(ts), ts, outs[n]) for n, ts in times.items()}
-
-def _with_threads(n: int, f):
-    "`f` run with `n` intra-op torch threads, the setting restored after."
-    def run():
-        old = torch.get_num_threads()
-        torch.set_num_threads(n)
-        try: return f()
-        finally: torch.set_num_threads(old)
-    return run
-
-# %% ../nbs/34_ctranslate2_export.ipynb #6e2cffa4
-def _engines(model, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size,
-             int8_ours: bool) -> dict:
-    "name -> (description, decoder): ours and CTranslate2 float32/int8, t threads or t workers."
-    kw, ml = (dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size),
-              model.config.max_len)
-    q = quantize_int8(model) if int8_ours else None
-    # bf16 where the CPU computes it (AVX512-BF16, AMX): approximate, as int8; CTranslate2 has none
-    b16 = pack_linears(model, torch.bfloat16) if bf16_native() else None
-    model = pack_linears(model)                  # float32 as the command line runs it (chapter 14)
-    ct2 = lambda ct, intra, inter: (
-        lambda tr: lambda: decode_ctranslate2(tr[0], codec, ids, max_len=ml, **kw))(
-        load_ctranslate2(ct2_dir, compute_type=ct, intra_threads=intra, inter_threads=inter))
-    out = {}
-    for t in threads:
-        out[f"ours fp32, {t} thr"] = (dict(engine="ours", compute="float32", threads=t, workers=1),
-                                      _with_threads(t, lambda: decode_corpus(model, ids, **kw)))
-        if q is not None:
-            out[f"ours int8, {t} thr"] = (dict(engine="ours", compute="int8", threads=t, workers=1),
-                                          _with_threads(t, lambda: decode_corpus(q, ids, **kw)))
-        if b16 is not None:
-            out[f"ours bf16, {t} thr"] = (dict(engine="ours", compute="bfloat16", threads=t, workers=1),
-                                          _with_threads(t, lambda: decode_corpus(b16, ids, **kw)))
-        for ct in ("float32", "int8"):
-            out[f"CT2 {ct}, {t} thr"] = (
-                dict(engine="ctranslate2", compute=ct, threads=t, workers=1), ct2(ct, t, 1))
-        # t cores, t workers of one thread each
-        if t > 1:
-            out[f"ours fp32, {t} workers"] = (
-                dict(engine="ours", compute="float32", threads=1, workers=t),
-                lambda t=t: decode_corpus(model, ids, workers=t, **kw))
-            if q is not None:
-                out[f"ours int8, {t} workers"] = (
-                    dict(engine="ours", compute="int8", threads=1, workers=t),
-                    lambda t=t: decode_corpus(q, ids, workers=t, **kw))
-            for ct in ("float32", "int8"):
-                out[f"CT2 {ct}, {t} workers"] = (
-                    dict(engine="ctranslate2", compute=ct, threads=1, workers=t), ct2(ct, 1, t))
-    return out
-
-# %% ../nbs/34_ctranslate2_export.ipynb #ee07e937
-def _latency(model, codec, ct2_dir, sentences: list[str], beam_size: int,
-             length_penalty: float) -> list[dict]:
-    "Single-sentence `translate`, one thread, ours and CTranslate2 float32 in turn: p50, p90 in ms."
-    info = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2],
-            {"max_len": model.config.max_len})
-    model = pack_linears(model)                  # as the command line opens it on a CPU
-    runs = {"ours fp32": lambda s: translate(model, codec, [s], beam_size, length_penalty),
-            "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, length_penalty,
-                                                           translator=info)}
-    ms = {n: [] for n in runs}
-    with torch.inference_mode():
-        for s in sentences:
-            for n, f in runs.items():
-                t = time.perf_counter()
-                _with_threads(1, lambda: f(s))()
-                ms[n].append(1e3 * (time.perf_counter() - t))
-    q = lambda xs, p: (statistics.quantiles(xs, n=10, method="inclusive")[p - 1] if len(xs) > 1
-                       else xs[0])
-    return [{"engine": n, "sentences": len(v), "p50_ms": round(statistics.median(v), 2),
-             "p90_ms": round(q(v, 9), 2)} for n, v in ms.items()]
-
-# %% ../nbs/34_ctranslate2_export.ipynb #25d9c193
-LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam at step 1",
-          "cross-attention rows shared by beams", "self-attention cache reordered as it grows",
-          "inference_mode", "top-k by chunks",
-          "single-query attention (explicit)",
-          "packed linear layers (oneDNN)", "int8 linear layers")
-
-def _lever_off(name: str) -> dict:
-    "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
-    return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(fast=False),
-            "one beam at step 1": dict(levers=SearchLevers(one_beam_start=False)),
-            "cross-attention rows shared by beams": dict(levers=SearchLevers(lazy_cross=False)),
-            "self-attention cache reordered as it grows": dict(levers=SearchLevers(deferred_reorder=False)),
-            "inference_mode": dict(levers=SearchLevers(inference_mode=False)),
-            "top-k by chunks": dict(levers=SearchLevers(topk_chunk=0))}[name]
-
-def _levers(model, codec, ids, refs, beam_size, length_penalty, batch_size,
-            repeats) -> list[dict]:
-    "Each lever on (the rest on too) vs off, one thread, interleaved: speed-up, same ids, BLEU."
-    kw = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
-    q, packed, rows = quantize_int8(model), pack_linears(model), []
-    on = lambda: decode_corpus(packed, ids, **kw)
-    for name in LEVERS:
-        if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **kw), on
-        elif name.startswith("packed"): a, b = on, lambda: decode_corpus(model, ids, **kw)
-        elif name.startswith("single-query"):
-            a, b = on, lambda f=make_fast(copy.deepcopy(packed), ModelLevers(single_query=False)): decode_corpus(f, ids, **kw)
-        else: a, b = on, lambda name=name: decode_corpus(packed, ids, **kw, **_lever_off(name))
-        r = _interleaved({"on": _with_threads(1, a), "off": _with_threads(1, b)}, repeats)
-        (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]
-        rows.append({"lever": name, "exact": name != "int8 linear layers",
-                     "sentences_per_s_on": round(len(ids) / ton, 2),
-                     "sentences_per_s_off": round(len(ids) / toff, 2),
-                     "speedup": round(toff / ton, 3),
-                     "identical": sum(x == y for x, y in zip(hon, hoff)), "sentences": len(ids),
-                     "bleu_on": round(_bleu_tokens(codec, hon, refs)[0], 2),
-                     "bleu_off": round(_bleu_tokens(codec, hoff, refs)[0], 2)})
-    return rows
-
-# %% ../nbs/34_ctranslate2_export.ipynb #40fcf0da
-def _environment() -> dict:
-    "What the numbers depend on: CPU, vector extensions as torch sees them, threads, versions."
-    import platform, ctranslate2
-    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "bf16": "native" if bf16_native() else "emulated", "cpu_count": os.cpu_count(),
-            "cpu": platform.processor() or platform.machine(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "ctranslate2": ctranslate2.__version__, "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-
-def _run_row(name: str, desc: dict, timed: tuple, codec, refs: list[str]) -> dict:
-    "One configuration's row: sentences/s and tokens/s from the median time, every time, BLEU."
-    t, ts, hyps = timed
-    bleu, tokens = _bleu_tokens(codec, hyps, refs)
-    return {"name": name, **desc, "cores": desc["threads"] * desc["workers"],
-            "seconds": [round(x, 3) for x in ts],
-            "sentences_per_s": round(len(hyps) / t, 2), "tokens_per_s": round(tokens / t, 1),
-            "bleu": round(bleu, 2)}
-
-def _ratios(runs: list[dict]) -> list[dict]:
-    "Add each row's speed against CTranslate2 float32 on as many cores: same layout, and its best."
-    f32 = [r for r in runs if r["engine"] == "ctranslate2" and r["compute"] == "float32"]
-    for r in runs:
-        same = [x for x in f32 if x["cores"] == r["cores"] and x["workers"] == r["workers"]]
-        best = max((x["sentences_per_s"] for x in f32 if x["cores"] == r["cores"]), default=None)
-        r["vs_ct2_float32"] = (round(r["sentences_per_s"] / same[0]["sentences_per_s"], 3)
-                               if same else None)
-        r["vs_ct2_float32_best"] = round(r["sentences_per_s"] / best, 3) if best else None
-    return runs
-
-def _bench_inputs(m: Transformer, codec, split: str, pairs, n_sentences: int, data_dir):
-    "The split's name (\"given pairs\" with `pairs`), the (source, reference) pairs, references, source ids."
-    split = split if pairs is None else "given pairs"
-    pairs = list(pairs) if pairs is not None else load_split(split, data_dir)[:n_sentences]
-    ids = encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
-    return split, pairs, [t for _, t in pairs], ids
-
-# %% ../nbs/34_ctranslate2_export.ipynb #b58b16b3
-def bench_translation(
-    model: str|os.PathLike|Transformer="de-en",  # a shipped name, a folder or checkpoint, a `Transformer`
-    split: str="test_2016_flickr",  # the Multi30k split to translate (ignored with `pairs`)
-    n_sentences: int=1000,          # its first n sentences
-    beam_size: int=4,               # the search, as `decode_corpus`
-    length_penalty: float=0.6,      # length-penalty α
-    batch_size: int=64,             # sentences per batch
-    threads: Sequence[int]=(1, 2),  # thread counts; t > 1 also runs t workers of one thread each
-    repeats: int=2,                 # timed runs per configuration, interleaved; the median counts
-    int8_ours: bool=True,           # also time ours with int8 linear layers (`quantize_int8`)
-    latency_sentences: int=50,      # single-sentence `translate` calls per engine (0: none)
-    lever_sentences: int=0,         # sentences for the lever table (0: no lever table)
-    pairs: Sequence[tuple[str, str]]|None=None, # (source, reference) pairs instead of `split`
-    codec=None,                     # the text pipeline of a `Transformer` model
-    data_dir: str|os.PathLike|None=None, # data root (see `resolve_data_dir`)
-    command: str|None=None,         # the command line to record
-    more_engines: Callable|None=None,  # more: (model, codec, ids, threads, search) -> {name: (desc, decoder)}
-) -> dict:                          # plain data (JSON): environment, runs, latency, levers
-    "Ours against CTranslate2, same weights and sentences: sentences/s, tokens/s, BLEU per engine."
-    m, codec, where = _resolve(model, codec)
-    split, pairs, refs, ids = _bench_inputs(m, codec, split, pairs, n_sentences, data_dir)
-    search = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
-    args = dict(model=where, split=split, n_sentences=len(pairs), **search, threads=tuple(threads),
-                repeats=repeats, int8_ours=int8_ours, latency_sentences=latency_sentences,
-                lever_sentences=lever_sentences)
-    call = command or f"bench_translation({', '.join(f'{k}={v!r}' for k, v in args.items())})"
-    with tempfile.TemporaryDirectory() as tmp:
-        ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)   # float32 (int8: a compute_type)
-        engines = _engines(m, codec, ids, ct2_dir, threads, beam_size, length_penalty, batch_size, int8_ours)
-        if more_engines:   # e.g. ONNX Runtime (chapter 35), on the same weights and search
-            engines |= more_engines(m, codec, ids, threads, search)
-        timed = _interleaved({n: f for n, (_, f) in engines.items()}, repeats)
-        runs = _ratios([_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines])
-        latency = (_latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size,
-                            length_penalty) if latency_sentences else [])
-    levers = (_levers(m, codec, ids[:lever_sentences], refs[:lever_sentences], beam_size,
-                      length_penalty, batch_size, repeats) if lever_sentences else [])
-    return {"command": call, "model": where, "split": split, "sentences": len(pairs), **search,
-            **_environment(), "runs": runs, "latency": latency, "levers": levers}
-
-# %% ../nbs/34_ctranslate2_export.ipynb #041fb7ce
-def bench_table(result: dict, # from `bench_translation` (or its JSON)
-               ) -> str:      # Markdown: the speed table, latency, the lever table, and the command
-    "The benchmark as Markdown tables, ratios against CTranslate2 float32 on as many cores."
-    L = [f"{result['sentences']} sentences, beam {result['beam_size']}, "
-         f"α {result['length_penalty']}, batch {result['batch_size']}; "
-         f"CPU {result['cpu_capability']} (bf16 {result.get('bf16', '?')}), {result['cpu_count']} cores; "
-         f"torch {result['torch']}, CTranslate2 {result['ctranslate2']}", "",
-         "| engine | cores | sentences/s | tokens/s | × CT2 fp32 (same layout) "
-         "| × CT2 fp32 (its best) | BLEU |",
-         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    if result.get("note"): L[:0] = [f"**Note:** {result['note']}", ""]
-    fmt = lambda x: "" if x is None else f"{x:.2f}×"
-    L += [f"| {r['name']} | {r['cores']} | {r['sentences_per_s']:.1f} | {r['tokens_per_s']:.0f} | "
-          f"{fmt(r['vs_ct2_float32'])} | {fmt(r['vs_ct2_float32_best'])} | {r['bleu']:.2f} |"
-          for r in result["runs"]]
-    if result.get("latency"):
-        L += ["", "| single sentence (translate, 1 thread) | p50 ms | p90 ms |",
-              "| --- | ---: | ---: |"]
-        L += [f"| {r['engine']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} |"
-              for r in result["latency"]]
-    if result.get("levers"):
-        L += ["", "| lever (1 thread; off = this one off, the rest on) "
-                  "| on sent/s | off sent/s | speed-up | identical | BLEU on / off |",
-              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-        L += [f"| {r['lever']}{'' if r['exact'] else ' (approximate)'} "
-              f"| {r['sentences_per_s_on']:.1f} | {r['sentences_per_s_off']:.1f} | "
-              f"{r['speedup']:.2f}× | {r['identical']}/{r['sentences']} "
-              f"| {r['bleu_on']:.2f} / {r['bleu_off']:.2f} |" for r in result["levers"]]
-    return "\n".join(L + ["", f"`{result['command']}`"])

@@ -13,7 +13,7 @@ from torch import nn
 from .batching import Batch
 from .runtime import dist_rank_world, unwrap_model
 # Transformer -> (logits, labels) in one forward
-from .training import _LogitsModel as _Logits
+from .training import LogitsModel
 
 # %% auto #0
 __all__ = ['torchrun_command', 'data_parallel_gradients', 'check_replicas_in_sync']
@@ -42,7 +42,7 @@ def data_parallel_gradients(model: nn.Module,       # a `Transformer`
                            ) -> list[torch.Tensor]:  # per parameter, the gradient DDP leaves on each rank
     "DDP's gradient in one process: per-rank backward with fit's loss scaling, then the average."
     world, n_global = len(shards), sum(b.n_tokens for b in shards)   # fit: one all-reduce of the count
-    net, params = _Logits(model), [p for p in model.parameters() if p.requires_grad]
+    net, params = LogitsModel(model), [p for p in model.parameters() if p.requires_grad]
     per_rank = []
     for b in shards:                                                 # each rank, independently
         model.zero_grad(set_to_none=True)

@@ -14,7 +14,7 @@ from torch import nn
 import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .decoding import (length_normalization, search_limits, search_done, beam_search,
-                                            beam_count, empty_result, best_hypotheses)
+                                            top_candidates, beam_count, empty_result, best_hypotheses)
 from .encoder_decoder import EncoderDecoder
 from .fast_model import KVCache, decode_incremental, is_fast, make_fast
 from .data import sentence_ids

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/onnx_export.
 
 # %% ../nbs/35_onnx_export.ipynb #4bb818f5
 from __future__ import annotations
-import hashlib, json, os, tempfile, warnings
+import hashlib, json, os, warnings
 from pathlib import Path
 import numpy as np
 import torch
@@ -17,12 +17,12 @@ from .encoder_decoder import EncoderDecoder
 from .fast_model import KVCache, ModelLevers, make_fast
 from .model import Transformer
 from .data import WordCodec, BPECodec
-from .ctranslate2_export import _resolve, write_folder_atomically
+from .ctranslate2_export import resolve_translator, write_folder_atomically
 
 # %% auto #0
 __all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'export_copy', 'EncoderGraph', 'DecoderStepGraph',
            'graph_greedy', 'onnx_available', 'trace_graphs', 'export_onnx', 'OnnxTranslator', 'teacher_forced',
-           'OnnxModel', 'onnx_engines', 'parting_gap', 'agreement_table']
+           'OnnxModel', 'parting_gap', 'agreement_table']
 
 # %% ../nbs/35_onnx_export.ipynb #40cd32b1
 def export_copy(model: Transformer,     # a trained model
@@ -238,7 +238,7 @@ def export_onnx(
 ) -> Path:                                # out_dir
     "Export to ONNX: encoder.onnx, decoder.onnx, their shared weights.bin, vocabulary, model.json."
     onnx = _onnx()
-    m, codec, where = _resolve(model, codec)
+    m, codec, where = resolve_translator(model, codec)
     out = Path(out_dir)
     foreign = out.is_dir() and any(out.iterdir()) and not (out / "model.json").is_file()
     if out.is_file() or foreign:
@@ -324,25 +324,6 @@ class OnnxModel(nn.Module):
         entry["k"], entry["v"] = (torch.from_numpy(x).transpose(0, 1) for x in (k, v))
         cache.length += 1
         return torch.from_numpy(lp)[:, None]
-
-# %% ../nbs/35_onnx_export.ipynb #e8e1b884
-def onnx_engines(model: Transformer, codec,   # the benchmarked model and its text pipeline
-                 ids: list[list[int]],        # the source ids, <s> … </s>
-                 threads,                     # the thread counts to time
-                 search: dict,                # `decode_corpus`'s beam_size, length_penalty, …
-                ) -> dict:                    # name -> (description, decoder): `more_engines`
-    "`bench_translation`'s hook: ONNX Runtime (float32) at each thread count, chapter 14's search."
-    from annotated_transformer.fast_decoding import decode_corpus
-    from annotated_transformer.ctranslate2_export import _with_threads
-    out = {}
-    with tempfile.TemporaryDirectory() as tmp:   # the sessions hold what they need in memory
-        folder = export_onnx(model, Path(tmp) / "onnx", codec=codec)
-        for t in threads:
-            m = OnnxModel(OnnxTranslator(folder, threads=t), model.config)
-            out[f"ONNX Runtime fp32, {t} thr"] = (
-                dict(engine="onnxruntime", compute="float32", threads=t, workers=1),
-                _with_threads(t, lambda m=m: decode_corpus(m, ids, **search)))
-    return out
 
 # %% ../nbs/35_onnx_export.ipynb #4c14637e
 def parting_gap(ids_a: list[int], ids_b: list[int], # two decodings of one sentence

@@ -22,6 +22,7 @@ from .batching import Batch
 from .training import TrainStep
 from .runtime import (bf16_native, bf16_slowdown, calls_for, hardware_summary,
                                            interleaved_times, median_ratio)
+from .benchmarking import machine_record
 
 # %% auto #0
 __all__ = ['BENCH_VOCAB', 'LEVERS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'TRAIN_STEP', 'synthetic_batch',
@@ -507,6 +508,7 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
                    log=None,           # callable taking a progress message (e.g. print to stderr)
                    # None: time bf16 where it is native (or on a GPU), skip it where emulated; True/False:
                    bf16: bool|None=None,  # always/never
+                   command: str|None=None,  # the command line to record (default: this call)
                   ) -> dict:  # every ratio (RATIO_KEYS), details, targets, `hardware`, `bf16_skipped`
     "Run every benchmark of this chapter: ratios, each measured in this run against its reference."
     device, s = _bench_sizes(quick, device)
@@ -532,7 +534,9 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
     scaling = attention_scaling(**s["scaling"], device=device)
     say("peak memory per preset")
     mem = peak_memory(s["memory_presets"], **common)
-    res = _bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem)
+    call = command or f"run_benchmarks(quick={quick!r}, device={str(device)!r}, bf16={bf16!r})"
+    res = {**machine_record(call, device),     # command, date, hardware (vendor, capability, …)
+           **_bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem)}
     res["seconds"] = time.perf_counter() - t0
     say("done")
     return res
@@ -545,7 +549,7 @@ TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused
 def _bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem) -> dict:
     "The measurements of `run_benchmarks` as one plain-JSON result: ratios, targets met, details."
     res = dict(
-        quick=quick, hardware=hardware_summary(device, as_dict=True), targets=TARGETS,
+        quick=quick, targets=TARGETS,
         train_step=TRAIN_STEP,
         train_speedup_vs_nn_transformer={p: r["speedup"] for p, r in train.items()},
         fraction_of_matmul_peak={p: r["fraction_of_peak"] for p, r in train.items()},

@@ -19,8 +19,8 @@ from torch import nn
 __all__ = ['PRECISIONS', 'DistContext', 'default_device', 'dist_rank_world', 'distributed_session', 'all_reduce_sum',
            'data_parallel', 'grad_sync', 'unwrap_model', 'bf16_native', 'bf16_slowdown', 'Bf16EmulatedWarning',
            'warn_if_bf16_emulated', 'autocast', 'grad_scaler', 'hardware_summary', 'seed_everything', 'get_rng_state',
-           'set_rng_state', 'TrainingInterrupted', 'request_stop', 'interleaved_times', 'calls_for', 'median_ratio',
-           'dataclass_from_dict']
+           'set_rng_state', 'TrainingInterrupted', 'StopSignals', 'request_stop', 'interleaved_times', 'calls_for',
+           'median_ratio', 'dataclass_from_dict']
 
 # %% ../nbs/90_runtime.ipynb #5eb70776
 @dataclass
@@ -263,7 +263,7 @@ class TrainingInterrupted(KeyboardInterrupt):
         super().__init__(msg)
 
 # %% ../nbs/90_runtime.ipynb #50f96f10
-class _StopSignals:
+class StopSignals:
     "While active: a first SIGINT/SIGTERM or `request_stop` sets `signum`; a second SIGINT raises."
     # the running fits' stops, innermost last
     active: list = []
@@ -274,7 +274,7 @@ class _StopSignals:
         if signum == self.signum == signal.SIGINT: raise self.forced(signum)
         if self.signum is None: self.signum = signum
     def install(self):
-        _StopSignals.active.append(self)
+        StopSignals.active.append(self)
         # signals reach only the main thread
         if threading.current_thread() is not threading.main_thread(): return
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -284,7 +284,7 @@ class _StopSignals:
     def restore(self):
         for s, prev in self._prev.items(): signal.signal(s, prev)
         self._prev.clear()
-        if self in _StopSignals.active: _StopSignals.active.remove(self)
+        if self in StopSignals.active: StopSignals.active.remove(self)
     def __enter__(self):
         self.install()
         return self
@@ -304,8 +304,8 @@ class _StopSignals:
 # %% ../nbs/90_runtime.ipynb #87ac4467
 def request_stop(signum: int=signal.SIGTERM): # reported as the signal received
     "Ask the running `fit` to stop as SIGINT/SIGTERM would; `RuntimeError` if none runs."
-    if not _StopSignals.active: raise RuntimeError("request_stop: no fit is running")
-    _StopSignals.active[-1]._handle(signum, None)
+    if not StopSignals.active: raise RuntimeError("request_stop: no fit is running")
+    StopSignals.active[-1]._handle(signum, None)
 
 # %% ../nbs/90_runtime.ipynb #22fe5c99
 # name -> a callable to time (no arguments)

@@ -17,11 +17,11 @@ from fastcore.basics import patch
 from .batching import Batch
 from .regularization import LabelSmoothingLoss, FusedLabelSmoothingLoss
 from .runtime import (autocast, grad_scaler, data_parallel, grad_sync, all_reduce_sum,
-                                           unwrap_model, dist_rank_world, dataclass_from_dict, _StopSignals)
+                                           unwrap_model, dist_rank_world, dataclass_from_dict, StopSignals)
 from .checkpoints import Checkpointer
 
 # %% auto #0
-__all__ = ['TrainState', 'TrainStep', 'validate', 'FitOptions', 'fit', 'planned_updates']
+__all__ = ['TrainState', 'LogitsModel', 'TrainStep', 'validate', 'FitOptions', 'fit', 'planned_updates']
 
 # %% ../nbs/11_training.ipynb #2b2dd0b2
 @dataclass
@@ -57,7 +57,7 @@ class TrainState:
         self.train_loss.append([self.step, loss, lr])
 
 # %% ../nbs/11_training.ipynb #ed9aaf40
-class _LogitsModel(nn.Module):
+class LogitsModel(nn.Module):
     "Transformer → (logits, labels) in one `forward`, so DDP sees every parameter used in its forward."
     def __init__(self, model: nn.Module,   # a `Transformer` (kept in `.module`, as DDP does)
                  nonpad: bool=False):      # project only the real target positions ("For speed" below)
@@ -107,7 +107,7 @@ class TrainStep:
         self.optimizer, self.scheduler = optimizer, scheduler
         self.clip_grad, self.precision = clip_grad, precision
         self.scaler = grad_scaler(self.device, precision)
-        self.net = data_parallel(_LogitsModel(self.raw, nonpad_logits), self.device)
+        self.net = data_parallel(LogitsModel(self.raw, nonpad_logits), self.device)
 
     def loss(self, batch: Batch) -> torch.Tensor: # scalar: the summed loss of one micro-batch
         return _forward_loss(self.net, batch, self.loss_fn, self.device, self.precision)
@@ -150,7 +150,7 @@ def validate(model: nn.Module,              # a `Transformer` (DDP-wrapped is fi
     loss_fn = loss_fn or _default_loss(raw)
     was_training = raw.training
     raw.eval()
-    net = _LogitsModel(raw)
+    net = LogitsModel(raw)
     total, n = 0.0, 0
     try:
         for batch in loader:
@@ -252,7 +252,7 @@ def _stderr(message: str): print(message, file=sys.stderr, flush=True)
 def _quiet(message: str): pass
 
 # %% ../nbs/11_training.ipynb #2c574b59
-def _run_epoch(epoch: _Epoch, step: TrainStep, state: TrainState, o: FitOptions, stop: _StopSignals,
+def _run_epoch(epoch: _Epoch, step: TrainStep, state: TrainState, o: FitOptions, stop: StopSignals,
                bar: _Progress, ckpts: Checkpointer, on_step, validation) -> tuple[bool, float]:
     "The updates of one epoch of `fit`: (done, the stop signal all-reduced over processes, 0 for none)."
     done, stop_signal = False, 0
@@ -296,7 +296,7 @@ def fit(model: nn.Module,                      # a `Transformer` on its device (
         state.val_loss.append([state.step, loss])
     done, stop_signal = o.max_steps is not None and state.step >= o.max_steps, 0
     with _Progress(o.max_steps, state, o.progress and dist_rank_world()[0] == 0) as bar, \
-         _StopSignals(ckpts.forced_stop) as stop:
+         StopSignals(ckpts.forced_stop) as stop:
         step.raw.train()
         while not done and (o.epochs is None or state.epoch < o.epochs):
             epoch = _Epoch(train_loader, state, o.accum_steps, step.device)

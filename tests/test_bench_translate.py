@@ -1,4 +1,4 @@
-"Translation benchmark (appendix: ctranslate2_export) and chapter 14's fast search: the result's structure on a tiny model; no timed assertions."
+"Translation benchmark (appendix: benchmarking) and chapter 14's fast search: the result's structure on a tiny model; no timed assertions."
 import json
 
 import pytest
@@ -7,9 +7,9 @@ import torch
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed: the benchmark compares against it (pip install 'annotated-transformer[ctranslate2]')")
 
-from annotated_transformer.ctranslate2_export import LEVERS, bench_table, bench_translation, quantize_int8
+from annotated_transformer.benchmarking import DECODING_LEVERS, bench_table, bench_translation, quantize_int8
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
-from annotated_transformer.decoding import decode_corpus
+from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.data import sentence_ids
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from annotated_transformer.evaluation import encode_sources
@@ -34,9 +34,10 @@ def test_bench_structure(setup):
     m, codec, pairs = setup
     res = bench_translation(m, codec=codec, pairs=pairs, threads=(1, 2), repeats=1, latency_sentences=2, lever_sentences=4, batch_size=4)
     assert json.loads(json.dumps(res)) == res                                     # plain data
-    for key in ("command", "cpu_capability", "torch", "ctranslate2", "torch_threads", "cpu_count", "runs", "latency", "levers"):
+    for key in ("command", "date", "hardware", "cpu_capability", "torch", "ctranslate2", "torch_threads", "cpu_count", "runs", "latency", "levers"):
         assert key in res, key
     assert res["command"].startswith("bench_translation(") and res["sentences"] == len(pairs)
+    assert res["hardware"]["vendor"] and res["hardware"]["capability"] == res["cpu_capability"] and res["date"].endswith("UTC")
     names = {r["name"] for r in res["runs"]}
     assert {"ours fp32, 1 thr", "ours int8, 1 thr", "CT2 float32, 1 thr", "CT2 int8, 1 thr", "ours fp32, 2 thr",
             "ours fp32, 2 workers", "CT2 float32, 2 workers", "CT2 int8, 2 workers"} <= names
@@ -46,7 +47,7 @@ def test_bench_structure(setup):
     assert [r["vs_ct2_float32"] for r in res["runs"] if r["name"].startswith("CT2 float32")] == [1.0, 1.0, 1.0]
     assert [r["engine"] for r in res["latency"]] == ["ours fp32", "CT2 float32"]
     assert all(r["p50_ms"] <= r["p90_ms"] for r in res["latency"])
-    assert [r["lever"] for r in res["levers"]] == list(LEVERS)
+    assert [r["lever"] for r in res["levers"]] == list(DECODING_LEVERS)
     assert all(r["identical"] == r["sentences"] == 4 for r in res["levers"] if r["exact"])   # exact levers: the same ids
     table = bench_table(res)
     assert "| ours fp32, 1 thr |" in table and "lever" in table and res["command"] in table
@@ -80,12 +81,11 @@ def test_lever_sentences_zero_means_no_lever_table():
 
 
 def test_bench_with_onnx_runtime(setup):
-    "`more_engines=onnx_engines` (what `bench --translate` passes with the [onnx] extra): a third engine, same search."
+    "`onnx=True` (what `bench --translate` passes with the [onnx] extra): a third engine, same search."
     pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
-    from annotated_transformer.onnx_export import onnx_engines
     m, codec, pairs = setup
     res = bench_translation(m, codec=codec, pairs=pairs, threads=(1,), repeats=1, latency_sentences=0,
-                            int8_ours=False, batch_size=4, more_engines=onnx_engines)
+                            int8_ours=False, batch_size=4, onnx=True)
     rows = {r["name"]: r for r in res["runs"]}
     assert rows["ONNX Runtime fp32, 1 thr"]["engine"] == "onnxruntime"
     assert rows["ONNX Runtime fp32, 1 thr"]["vs_ct2_float32"] is not None

@@ -16,7 +16,8 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install 
                                      "it drives /usr/bin/chromium)")
 import torch
 
-from annotated_transformer.decoding import decode_corpus, length_normalization
+from annotated_transformer.decoding import length_normalization
+from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX
 from annotated_transformer.evaluation import encode_sources, translate
 

@@ -12,7 +12,7 @@ from annotated_transformer.ctranslate2_export import (CT2_META, codec_tokens, de
                                                       load_ctranslate2, translate_ctranslate2)
 from annotated_transformer.cli import export_command
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, encode_pairs, load_split
-from annotated_transformer.decoding import decode_corpus
+from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from annotated_transformer.evaluation import encode_sources
 from annotated_transformer.model import create_transformer

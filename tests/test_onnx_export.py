@@ -35,7 +35,7 @@ def test_greedy_and_log_probs_match_pytorch(exported):
     import torch
     from annotated_transformer.pretrained import load_model
     from annotated_transformer.evaluation import encode_sources
-    from annotated_transformer.decoding import decode_corpus
+    from annotated_transformer.fast_decoding import decode_corpus
     from annotated_transformer.onnx_export import OnnxTranslator, graph_greedy, teacher_forced, parting_gap
     torch.set_num_threads(1)
     model, codec, _ = load_model("de-en")

@@ -78,7 +78,8 @@ def main():
             runs[stage] = json.loads(out.strip().splitlines()[-1])
     per_m = lambda mib: round(mib * 1e6 / a.pairs)
     new = runs["new"]; base = new["imports"]["VmRSS"]
-    res = {"command": shlex.join([Path(sys.executable).name, *sys.argv]), "pairs": a.pairs,
+    from annotated_transformer.benchmarking import machine_record   # after the children: not measured
+    res = {**machine_record(shlex.join([Path(sys.executable).name, *sys.argv])), "pairs": a.pairs,
            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
            "stages_MiB": runs,
            "per_million_pairs_MiB": {

@@ -37,9 +37,9 @@ def main() -> int:
         print(f"seed {s:3d}: {res['correct']}/{res['total']} exact, smallest margin {res['min_margin']:.2f} nats, "
               f"{res['wall_s']:.0f} s, {res['cpu_capability']}, threads {res['threads']}{'' if good else '  <-- FAILS'}", flush=True)
     if args.output:
-        from annotated_transformer.runtime import hardware_summary
-        Path(args.output).write_text(json.dumps({"command": " ".join(["python", "tools/copy_seeds.py"] + sys.argv[1:]),
-            "hardware": hardware_summary(as_dict=True), "margin_required": args.margin,
+        from annotated_transformer.benchmarking import machine_record
+        Path(args.output).write_text(json.dumps({
+            **machine_record(" ".join(["python", "tools/copy_seeds.py"] + sys.argv[1:])), "margin_required": args.margin,
             "worst_exact_match": min(r["exact_match"] for r in rows), "worst_margin": min(r["min_margin"] for r in rows),
             "runs": rows}, indent=1) + "\n")
     print(f"worst: exact match {min(r['exact_match'] for r in rows):.1%}, margin {min(r['min_margin'] for r in rows):.2f} nats")

@@ -1,43 +1,44 @@
-"""Chapter 2's single-query attention lever, and chapter 14's top-k by chunks, shared cross-attention rows and deferred
+"""The fast model's single-query attention lever, and fast decoding's top-k by chunks, shared cross-attention rows and deferred
 cache reorder, each on against off, over the 1,014
 Multi30k validation sentences, both shipped models: identical ids and BLEU (beam 4, alpha 0.6, batches of 64, one
 thread, packed float32). Where the CPU
-computes bf16 natively, also bf16 packed weights (chapter 14's approximate lever) against float32, and the single-query
+computes bf16 natively, also bf16 packed weights (the fast model's approximate lever) against float32, and the single-query
 lever under bf16 (its explicit softmax runs in bf16 there; the fused kernel accumulates in float32).
 
     python tools/lever_agreement.py nbs/results/lever_agreement.json
 """
-import json, sys, torch
-from annotated_transformer.ctranslate2_export import _resolve, _bleu_tokens
+import copy, json, sys, torch
+from annotated_transformer.ctranslate2_export import resolve_translator
+from annotated_transformer.benchmarking import bleu_tokens, machine_record
 from annotated_transformer.data import load_split
 from annotated_transformer.evaluation import encode_sources
-from annotated_transformer.decoding import SearchLevers, decode_corpus, fused_single_query, pack_linears
-from annotated_transformer.runtime import bf16_native, hardware_summary
+from annotated_transformer.fast_decoding import SearchLevers, decode_corpus
+from annotated_transformer.fast_model import ModelLevers, make_fast, pack_linears
+from annotated_transformer.runtime import bf16_native
 torch.set_num_threads(1)
-out = {"hardware": hardware_summary(as_dict=True), "runs": {}}
+out = {**machine_record("python tools/lever_agreement.py " + " ".join(sys.argv[1:])), "runs": {}}
 for name in ("de-en", "en-de"):
-    m, codec, _ = _resolve(name, None)
+    m, codec, _ = resolve_translator(name)
     pairs = load_split("val", src=name[:2], tgt=name[3:])
     ids = encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
     refs = [t for _, t in pairs]
     p = pack_linears(m)
     on = decode_corpus(p, ids)
     agree = lambda off: {"identical": sum(a == b for a, b in zip(on, off)),
-                         "bleu_off": round(_bleu_tokens(codec, off, refs)[0], 2)}
-    r = {"sentences": len(ids), "bleu_on": round(_bleu_tokens(codec, on, refs)[0], 2),
-         "single_query off": agree(decode_corpus(fused_single_query(p), ids)),
+                         "bleu_off": round(bleu_tokens(codec, off, refs)[0], 2)}
+    r = {"sentences": len(ids), "bleu_on": round(bleu_tokens(codec, on, refs)[0], 2),
+         "single_query off": agree(decode_corpus(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)), ids)),
          **{f"{what} off": agree(decode_corpus(p, ids, levers=SearchLevers(**lever)))
             for what, lever in (("topk by chunks", dict(topk_chunk=0)),
                                 ("shared cross rows", dict(lazy_cross=False)),
                                 ("deferred reorder", dict(deferred_reorder=False)))}}
     if bf16_native():
         b = pack_linears(m, torch.bfloat16)
-        b_on, b_off = decode_corpus(b, ids), decode_corpus(fused_single_query(b), ids)
+        b_on, b_off = decode_corpus(b, ids), decode_corpus(make_fast(copy.deepcopy(b), ModelLevers(single_query=False)), ids)
         r["bf16"] = {"identical_to_float32": sum(a == c for a, c in zip(on, b_on)),
-                     "bleu": round(_bleu_tokens(codec, b_on, refs)[0], 2),
+                     "bleu": round(bleu_tokens(codec, b_on, refs)[0], 2),
                      "single_query off, identical": sum(a == c for a, c in zip(b_on, b_off)),
-                     "single_query off, bleu": round(_bleu_tokens(codec, b_off, refs)[0], 2)}
+                     "single_query off, bleu": round(bleu_tokens(codec, b_off, refs)[0], 2)}
     out["runs"][name] = r
     print(name, r, flush=True)
-out["command"] = "python tools/lever_agreement.py " + " ".join(sys.argv[1:])
 json.dump(out, open(sys.argv[1], "w"), indent=1)

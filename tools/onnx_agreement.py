@@ -23,11 +23,11 @@ def main(argv=None):
     a = p.parse_args(argv)
     from annotated_transformer.pretrained import load_model
     from annotated_transformer.data import load_split
-    from annotated_transformer.decoding import decode_corpus
+    from annotated_transformer.fast_decoding import decode_corpus
     from annotated_transformer.evaluation import encode_sources, corpus_bleu
     from annotated_transformer.onnx_export import (export_onnx, OnnxTranslator, OnnxModel, graph_greedy,
                                                    teacher_forced, parting_gap)
-    from annotated_transformer.runtime import hardware_summary
+    from annotated_transformer.benchmarking import machine_record
     torch.set_num_threads(1)
     rows = []
     for direction in a.directions:
@@ -62,8 +62,9 @@ def main(argv=None):
                      "bleu_onnx": corpus_bleu([codec.decode_tgt(h) for h in theirs], refs).score,
                      "seconds_torch_batched": round(t_torch, 1), "seconds_onnx_one_by_one": round(t_onnx, 1)})
         print(json.dumps(rows[-1]), flush=True)
-    env = hardware_summary(as_dict=True)
-    result = {"command": "python " + shlex.join(["tools/onnx_agreement.py", *(argv or sys.argv[1:])]),
+    record = machine_record("python " + shlex.join(["tools/onnx_agreement.py", *(argv or sys.argv[1:])]))
+    env = record["hardware"]
+    result = {**record,
               "environment": {"cpu": env["cpu"], "capability": env["capability"], "torch": env["torch"],
                               "onnxruntime": __import__("onnxruntime").__version__, "threads": 1},
               "directions": rows}

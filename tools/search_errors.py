@@ -54,9 +54,10 @@ def main():
     from annotated_transformer.pretrained import load_model
     from annotated_transformer.data import load_split
     from annotated_transformer.evaluation import encode_sources
-    from annotated_transformer.decoding import decode_corpus, search_limits
+    from annotated_transformer.decoding import search_limits
+    from annotated_transformer.fast_decoding import decode_corpus
     from annotated_transformer.ctranslate2_export import export_ctranslate2, load_ctranslate2, decode_ctranslate2
-    from annotated_transformer.runtime import hardware_summary
+    from annotated_transformer.benchmarking import machine_record
     torch.set_num_threads(1)
     model, codec, meta = load_model(a.model)
     model.eval()
@@ -79,9 +80,8 @@ def main():
     differ = [i for i, (x, y) in enumerate(zip(ours, theirs)) if x != y]
     tol = 1e-4   # two re-scorings of the same ids are the same computation; 1e-4 nats only absorbs batch padding
     errors = [i for i in differ if s_ct2[i] > s_ours[i] + tol]
-    res = {"command": "python " + " ".join(map(shlex.quote, sys.argv)),
+    res = {**machine_record("python " + " ".join(map(shlex.quote, sys.argv))),
            "commit": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip(),
-           "hardware": hardware_summary(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
            "torch": torch.__version__, "model": a.model, "split": a.split, "sentences": len(ids), **kw,
            "different_hypotheses": len(differ), "search_errors": len(errors),
            "ours_better": sum(s_ours[i] > s_ct2[i] + tol for i in differ),
