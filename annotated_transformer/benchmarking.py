@@ -8,12 +8,14 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/benchmarking
 from __future__ import annotations
 import copy, importlib.metadata, itertools, os, platform, statistics, tempfile, time
 from pathlib import Path
+from functools import partial
 from typing import Sequence
 import torch
 from .model import Transformer
 from .runtime import bf16_native, hardware_summary, interleaved_times
 from .data import load_split
-from .fast_decoding import decode_corpus, SearchLevers
+from .decoding import SearchOptions, beam_search
+from .fast_decoding import decode_corpus, fast_beam_search, SearchLevers
 from .fast_model import make_fast, ModelLevers, pack_linears, PackedLinear
 from .evaluation import encode_sources, translate, corpus_bleu
 from .ctranslate2_export import (resolve_translator, export_ctranslate2,
@@ -78,7 +80,7 @@ def bleu_tokens(codec,                   # the model's codec: detokenizes the id
 # %% ../nbs/94_benchmarking.ipynb #ae0a2bec
 def ours_engine(model: Transformer,    # eval mode, as it should run (packed, int8, bf16: yours)
                 ids: list[list[int]],  # source ids, <s> … </s>
-                search: dict,          # `decode_corpus`'s beam_size, length_penalty, batch_size
+                search: dict,          # `decode_corpus`'s options, batch_size
                 threads: int=1,        # intra-op threads (with workers > 1: one each)
                 workers: int=1,        # worker processes, a batch each (chapter 14)
                ):                      # a decoder: () -> hypotheses
@@ -89,7 +91,7 @@ def ours_engine(model: Transformer,    # eval mode, as it should run (packed, in
 def ctranslate2_engine(folder,                # written by `export_ctranslate2`
                        codec,                 # the model's codec
                        ids: list[list[int]],  # source ids, <s> … </s>
-                       search: dict,          # beam_size, length_penalty, batch_size
+                       search: dict,          # options (`SearchOptions`), batch_size
                        max_len: int,          # the model's max_len: the same output caps as ours
                        compute: str="float32",  # CTranslate2's compute_type: "float32", "int8", …
                        threads: int=1,        # intra_threads: threads within one batch
@@ -103,7 +105,7 @@ def ctranslate2_engine(folder,                # written by `export_ctranslate2`
 def onnx_engine(folder,                # written by `export_onnx`
                 config,                # the exported model's `TransformerConfig`
                 ids: list[list[int]],  # source ids, <s> … </s>
-                search: dict,          # `decode_corpus`'s beam_size, length_penalty, batch_size
+                search: dict,          # `decode_corpus`'s options, batch_size
                 threads: int=1,        # ONNX Runtime's intra-op threads
                ):                      # a decoder: () -> hypotheses
     "ONNX Runtime (float32, CPU) behind `OnnxModel`, searched by our `decode_corpus`."
@@ -133,7 +135,7 @@ def quantize_int8(
 def engine_table(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
                  ids: list[list[int]],       # source ids, <s> … </s>
                  threads: Sequence[int],     # thread counts; t > 1 also runs t workers of 1 thread
-                 search: dict,               # beam_size, length_penalty, batch_size
+                 search: dict,               # options (`SearchOptions`), batch_size
                  ct2_dir,                    # the model's `export_ctranslate2` folder (float32)
                  onnx_dir=None,              # its `export_onnx` folder; None: no ONNX Runtime
                  int8_ours: bool=True,       # also ours with int8 linear layers (`quantize_int8`)
@@ -175,8 +177,9 @@ def latency(model: Transformer, codec,  # the benchmarked model (float32, eval) 
     ct2 = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2],
            {"max_len": model.config.max_len})
     packed = pack_linears(model)                  # as the command line opens it on a CPU
-    one = {"ours fp32": lambda s: translate(packed, codec, [s], beam_size, length_penalty),
-           "CT2 float32": lambda s: translate_ctranslate2(None, [s], beam_size, length_penalty,
+    o = SearchOptions(beam_size=beam_size, length_penalty=length_penalty)
+    one = {"ours fp32": lambda s: translate(packed, codec, [s], o),
+           "CT2 float32": lambda s: translate_ctranslate2(None, [s], o,
                                                           translator=ct2)}
     def in_turn(f):   # each call translates the next sentence; the warm-up call, the last one
         todo = itertools.cycle(sentences[-1:] + sentences)
@@ -198,8 +201,8 @@ DECODING_LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam a
 
 def _lever_off(name: str) -> dict:
     "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
-    off = lambda **kw: dict(levers=SearchLevers(**kw))
-    return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(fast=False),
+    off = lambda **kw: dict(search=partial(fast_beam_search, levers=SearchLevers(**kw)))
+    return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(search=beam_search),
             "one beam at step 1": off(one_beam_start=False),
             "cross-attention rows shared by beams": off(lazy_cross=False),
             "self-attention cache reordered as it grows": off(deferred_reorder=False),
@@ -209,7 +212,7 @@ def _lever_off(name: str) -> dict:
 def lever_table(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
                 ids: list[list[int]],       # source ids, <s> … </s>
                 refs: list[str],            # their references (BLEU)
-                search: dict,               # beam_size, length_penalty, batch_size
+                search: dict,               # options (`SearchOptions`), batch_size
                 repeats: int,               # timed runs of each side, in turn
                ) -> list[dict]:             # a row per lever of `DECODING_LEVERS`
     "Each lever on (the rest on too) vs off, one thread, in turn: speed-up, same ids, BLEU."
@@ -298,8 +301,10 @@ def bench_translation(
     "Ours against CTranslate2 (and ONNX Runtime), same weights and sentences: speed and BLEU."
     m, codec, where = resolve_translator(model, codec)
     split, pairs, refs, ids = bench_inputs(m, codec, split, pairs, n_sentences, data_dir)
-    search = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
-    args = dict(model=where, split=split, n_sentences=len(pairs), **search, threads=tuple(threads),
+    asked = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
+    search = dict(options=SearchOptions(beam_size=beam_size, length_penalty=length_penalty),
+                  batch_size=batch_size)
+    args = dict(model=where, split=split, n_sentences=len(pairs), **asked, threads=tuple(threads),
                 repeats=repeats, int8_ours=int8_ours, latency_sentences=latency_sentences,
                 lever_sentences=lever_sentences, onnx=onnx)
     call = command or f"bench_translation({', '.join(f'{k}={v!r}' for k, v in args.items())})"
@@ -313,7 +318,7 @@ def bench_translation(
                        length_penalty) if latency_sentences else [])
     levers = (lever_table(m, codec, ids[:lever_sentences], refs[:lever_sentences], search, repeats)
               if lever_sentences else [])
-    return {"command": call, "model": where, "split": split, "sentences": len(pairs), **search,
+    return {"command": call, "model": where, "split": split, "sentences": len(pairs), **asked,
             **_machine(call, onnx), "runs": runs, "latency": lat, "levers": levers}
 
 # %% ../nbs/94_benchmarking.ipynb #457d3ad2

@@ -29,15 +29,16 @@ from .ctranslate2_export import export_ctranslate2
 from .onnx_export import export_onnx, onnx_available
 from .benchmarking import bench_translation, bench_table
 from .pretrained import export_model, open_translator
-from .decoding import MAX_LENGTH_PENALTY
+from .decoding import MAX_LENGTH_PENALTY, SearchOptions
 from .fast_model import pack_linears, enlarge_onednn_cache
 
 # %% auto #0
 __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
            'non_negative_float', 'positive_float', 'length_penalty_arg', 'smoothing_arg', 'lang_code', 'vocab_arg',
            'Options', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command', 'train_copy_command',
-           'translate_command', 'average_command', 'eval_corpus', 'evaluate_command', 'attention_command', 'parse_base',
-           'variations_command', 'bench_command', 'export_command', 'bench_translate_command', 'main']
+           'search_options', 'translate_command', 'average_command', 'eval_corpus', 'evaluate_command',
+           'attention_command', 'parse_base', 'variations_command', 'bench_command', 'export_command',
+           'bench_translate_command', 'main']
 
 # %% ../nbs/92_cli.ipynb #5b2c8f06
 def _int_at_least(s: str, low: int) -> int:
@@ -617,28 +618,31 @@ def _open(args):
     # to rounding (ids agree but where a near-tie decides)
     return (pack_linears(model) if device.type == "cpu" else model), codec, info
 
+# %% ../nbs/92_cli.ipynb #83856533
+def search_options(args) -> SearchOptions:
+    "The search that `translate` and `evaluate` run (chapter 14's `SearchOptions`), from their flags."
+    return SearchOptions(beam_size=args.beam_size, length_penalty=args.length_penalty,
+                         early_stop=args.early_stop, n_best=getattr(args, "n_best", None) or None)
+
 # %% ../nbs/92_cli.ipynb #8ff2d0ff
 def translate_command(args) -> int:
     "`annotated-transformer translate`: a translation (or n-best list) per input line, to stdout/FILE."
     model, codec, _ = _open(args)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    kw = dict(beam_size=args.beam_size, length_penalty=args.length_penalty,
-              batch_size=args.batch_size, early_stop=args.early_stop, warn=warn)
+    search, kw = search_options(args), dict(batch_size=args.batch_size, warn=warn)
     # interactive
     if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():
         with _writer(args.output) as out:
             for i, raw in enumerate(sys.stdin.buffer, 1):
                 line = _decode_line(raw, i)
-                print(translate(model, codec, [line], **kw)[0], file=out, flush=True)
+                print(translate(model, codec, [line], search, **kw)[0], file=out, flush=True)
         return 0
     lines = _lines_in(args)
     if args.n_best:
-        lists = translate_nbest(model, codec, lines, args.n_best, args.beam_size,
-                                args.length_penalty, warn=warn, progress=len(lines) > 1,
-                                early_stop=args.early_stop)
+        lists = translate_nbest(model, codec, lines, search, warn=warn, progress=len(lines) > 1)
         rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1)
                 for r, (sc, t) in enumerate(hyps, 1)]
-    else: rows = translate(model, codec, lines, progress=len(lines) > 1, **kw)
+    else: rows = translate(model, codec, lines, search, progress=len(lines) > 1, **kw)
     with _writer(args.output) as out:
         for row in rows: print(row, file=out)
     return 0
@@ -693,8 +697,7 @@ def evaluate_command(args) -> int:
     splits = _splits(args, corpus)
     corpus.check(splits, info["src"], info["tgt"])
     sets = {s: corpus.pairs(s, info["src"], info["tgt"], args.max_sentences) for s in splits}
-    rows = score_sets(model, codec, sets, args.beam_size, args.length_penalty, args.batch_size,
-                      progress=True, early_stop=args.early_stop)
+    rows = score_sets(model, codec, sets, search_options(args), args.batch_size, progress=True)
     try: written, unwritten = _write_hypotheses(args.output, rows), None
     except OSError as e: written, unwritten = [], e                # the scores are printed all the same
     rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items()
@@ -730,7 +733,7 @@ def attention_command(args) -> int:
         m = str(e)
         raise ValueError(f"--{m.replace('=', ' ', 1)}" if "=" in m.split(":")[0] else m) from None
     for what, path in drawn: print(f"{what}: {path}")
-    greedy = translate(model, codec, [args.sentence], beam_size=1)[0]
+    greedy = translate(model, codec, [args.sentence], SearchOptions(beam_size=1))[0]
     print(f"translation (greedy, as mapped): {greedy}")
     return 0
 

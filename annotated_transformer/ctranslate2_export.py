@@ -13,7 +13,7 @@ import torch
 from .embeddings import BOS_IDX, EOS_IDX
 from .model import Transformer
 from .data import BPECodec, WordCodec, codec_from_dict, sentence_ids
-from .decoding import length_normalization
+from .decoding import length_normalization, SearchOptions
 from .evaluation import encode_sources
 from .checkpoints import model_from_checkpoint
 from .pretrained import open_translator
@@ -242,19 +242,19 @@ def decode_ctranslate2(
     codec: WordCodec|BPECodec,   # the model's codec: its vocabularies
     # source ids per sentence, <s> … </s> (as `encode_sources` makes)
     sources: Sequence[Sequence[int]],
-    beam_size: int=4,            # K; 1 = greedy
-    length_penalty: float=0.6,   # length-penalty α
+    options: SearchOptions|None=None, # beam size, α, extra_len (maximum output: source + it), as ours
     batch_size: int=64,          # sentences per batch (CTranslate2 sorts them by length)
-    extra_len: int=50,           # maximum output length = source length + extra_len, as ours
     max_len: int=1024,           # the model's positional table: no output is longer
     penalty: str="gnmt",         # "gnmt": ours, ((5+|Y|)/6)^α; "ctranslate2": its |Y|^α
 ) -> list[list[int]]:            # hypotheses in input order, without <s>, </s>, <pad>
     "`decode_corpus` (chapter 14) by CTranslate2: the same ids in, the same kind of hypotheses out."
     if penalty not in ("gnmt", "ctranslate2"):
         raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
+    o = options or SearchOptions()
+    beam_size, length_penalty = o.beam_size, o.length_penalty
     src_itos, tgt_itos = codec_tokens(codec)
     stoi = {t: i for i, t in enumerate(tgt_itos)}
-    gnmt, groups = penalty == "gnmt" and beam_size > 1, _by_cap(sources, extra_len, max_len)
+    gnmt, groups = penalty == "gnmt" and beam_size > 1, _by_cap(sources, o.extra_len, max_len)
     out: list[list[int]] = [[] for _ in sources]
     pending = [(idx, translator.translate_batch(
                     [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
@@ -278,8 +278,7 @@ def translate_ctranslate2(
     # a folder written by `export_ctranslate2` (None: give `translator`)
     model_dir: str|os.PathLike|None,
     sentences: Sequence[str],          # raw source sentences
-    beam_size: int=4,                  # K (1 = greedy)
-    length_penalty: float=0.6,         # length-penalty α
+    options: SearchOptions|None=None,  # beam size (1 = greedy), α, as ours
     batch_size: int=64,                # sentences decoded together
     penalty: str="gnmt",               # "gnmt" (ours) or "ctranslate2", see `decode_ctranslate2`
     translator: tuple|None=None,       # an opened `load_ctranslate2(...)`, reused across calls
@@ -291,8 +290,8 @@ def translate_ctranslate2(
     sentences = list(sentences)
     todo = [i for i, s in enumerate(sentences) if s.strip()]
     ids, _ = encode_sources(codec, [sentences[i] for i in todo], meta["max_len"])
-    hyps = decode_ctranslate2(tr, codec, ids, beam_size, length_penalty, batch_size,
-                              max_len=meta["max_len"], penalty=penalty)
+    hyps = decode_ctranslate2(tr, codec, ids, options, batch_size, max_len=meta["max_len"],
+                              penalty=penalty)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out

@@ -7,14 +7,16 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.htm
 # %% ../nbs/14_decoding.ipynb #923c5f3d
 from __future__ import annotations
 import math
+from dataclasses import dataclass
+from typing import NamedTuple
 import torch
 from torch import nn
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .attention import causal_mask
 
 # %% auto #0
-__all__ = ['MAX_LENGTH_PENALTY', 'length_normalization', 'search_limits', 'top_candidates', 'beam_count', 'best_hypotheses',
-           'empty_result', 'search_done', 'beam_search']
+__all__ = ['MAX_LENGTH_PENALTY', 'length_normalization', 'SearchOptions', 'search_limits', 'Candidates', 'top_candidates',
+           'best_hypotheses', 'empty_result', 'search_done', 'beam_search']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 MAX_LENGTH_PENALTY = 10.0  # the largest α taken: lp stays finite at any length (§6.1 uses 0.6)
@@ -27,6 +29,33 @@ def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens inclu
         raise ValueError(f"length_penalty={length_penalty} must be a number from 0 to "
                          f"{MAX_LENGTH_PENALTY:g} (§6.1: 0.6)")
     return ((5 + length) / 6) ** length_penalty
+
+# %% ../nbs/14_decoding.ipynb #956f5156
+@dataclass(frozen=True)
+class SearchOptions:
+    "What a search computes (§6.1): one object for both searches, `decode_corpus` and the CLI."
+    beam_size: int = 4               # K (§6.1: 4); 1 = greedy
+    length_penalty: float = 0.6      # α in [0, MAX_LENGTH_PENALTY] (§6.1: 0.6)
+    max_new_tokens: int|None = None  # tokens at most, EOS included; None: source length + extra_len
+    extra_len: int = 50              # §6.1: input length + 50
+    n_best: int|None = None          # hypotheses per sentence, best first; None: the best one
+    early_stop: bool = False         # stop at K finished (fairseq) instead of the exact rule
+    start_symbol: int = BOS_IDX      # the decoder's first input
+    end_symbol: int = EOS_IDX        # a hypothesis ends with it
+    pad_idx: int = PAD_IDX           # fills the ids after a hypothesis's end
+
+    def __post_init__(self):
+        if self.beam_size < 1: raise ValueError(f"beam_size={self.beam_size} must be at least 1")
+        if self.n_best is not None and self.n_best < 1:
+            raise ValueError(f"n_best={self.n_best} must be at least 1")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={self.max_new_tokens} must be at least 1")
+        if self.extra_len < 0: raise ValueError(f"extra_len={self.extra_len} must be at least 0")
+        length_normalization(1, self.length_penalty)              # α out of range: its ValueError
+
+    @property
+    def beams(self) -> int: # K, the beams kept: `beam_size`, widened to `n_best` when that asks for more
+        return max(self.beam_size, self.n_best or 0)
 
 # %% ../nbs/14_decoding.ipynb #05c97eaf
 def search_limits(model: nn.Module,         # its `config.max_len` (positional table) caps output
@@ -44,30 +73,37 @@ def search_limits(model: nn.Module,         # its `config.max_len` (positional t
     return limit if cap is None else limit.clamp(max=cap)
 
 # %% ../nbs/14_decoding.ipynb #f42f9cb1
+class Candidates(NamedTuple):
+    "A step's best one-token extensions of each sentence's live beams, best first: each (b, 2K)."
+    score: torch.Tensor  # float, total log-prob
+    parent: torch.Tensor # int64, the live beam it extends
+    token: torch.Tensor  # int64, the token it adds
+
 def top_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
-                logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
-                K: int,               # beam size
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # (b, 2K) each, best first
+                   logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
+                   K: int,               # beam size
+                  ) -> Candidates:       # (b, 2K) each, best first
     "The 2K best one-token extensions of each sentence's live beams: total log-prob, parent, token."
     b, n_live, V = *scores.shape, logp.shape[-1]
     cand = (scores.reshape(b * n_live, 1) + logp).reshape(b, n_live * V)  # (b, n_live·vocab)
     top, idx = cand.topk(min(2 * K, n_live * V), dim=1)                    # (b, 2K) best first
-    return top, idx // V, idx % V
+    return Candidates(top, idx // V, idx % V)
 
 # %% ../nbs/14_decoding.ipynb #5a734d64
 def _collect_finished(finished: list[list],   # per sentence: its K best (normalised score, tokens)
                       active: list[int],      # the sentence of each row group
                       seqs: torch.Tensor,     # (b·K, step) live beams, BOS first
-                      top, parent, tok, is_eos, # (b, 2K) the best candidates, their origin
-                      at_limit: list[bool],   # per row group: this step is the sentence's last
+                      cand: Candidates,       # (b, 2K) the step's best candidates
+                      ends: torch.Tensor,     # (b, 2K) bool: the candidate ends (EOS, or the limit)
                       lp: float,              # length_normalization(step, α)
                       K: int,                 # beam size
                      ):
     "Store the top-K candidates that end (EOS, or the limit); each sentence keeps its K best."
-    top_l, parent_l, tok_l, eos_l = top.tolist(), parent.tolist(), tok.tolist(), is_eos.tolist()
+    top_l, parent_l, tok_l = cand.score.tolist(), cand.parent.tolist(), cand.token.tolist()
+    end_l = ends.tolist()
     for r, i in enumerate(active):
         new = [(top_l[r][j] / lp, seqs[r * K + parent_l[r][j], 1:].tolist() + [tok_l[r][j]])
-               for j in range(K) if (eos_l[r][j] or at_limit[r]) and top_l[r][j] > -math.inf]
+               for j in range(K) if end_l[r][j] and top_l[r][j] > -math.inf]
         # sorted stably: of two equal scores, the one that finished first stays ahead
         finished[i] = sorted(finished[i] + new, key=lambda f: -f[0])[:K]
 
@@ -85,17 +121,11 @@ def _stack_finished(finished: list[list], # per sentence: up to K (normalised sc
     return hyps, lengths, scores
 
 # %% ../nbs/14_decoding.ipynb #66526735
-def beam_count(beam_size: int, n_best: int|None) -> int:
-    "K, the beams kept: `beam_size`, widened to `n_best` when that asks for more."
-    if beam_size < 1: raise ValueError(f"beam_size={beam_size} must be at least 1")
-    if n_best is not None and n_best < 1: raise ValueError(f"n_best={n_best} must be at least 1")
-    return max(beam_size, n_best or 0)
-
 def best_hypotheses(hyps: torch.Tensor,    # (b, K, len) int64 finished hypotheses (slots)
-            lengths: torch.Tensor, # (b, K) int64 tokens of each (0: an empty slot)
-            scores: torch.Tensor,  # (b, K) float64 normalised scores (-inf: an empty slot)
-            n_best: int|None,      # hypotheses per sentence; None: the best, without the n dim
-           ) -> tuple[torch.Tensor, torch.Tensor]: # ids (b, [n,] out_len); float32 scores (b, [n])
+                    lengths: torch.Tensor, # (b, K) int64 tokens of each (0: an empty slot)
+                    scores: torch.Tensor,  # (b, K) float64 normalised scores (-inf: an empty slot)
+                    n_best: int|None,      # hypotheses per sentence; None: the best, without the n dim
+                   ) -> tuple[torch.Tensor, torch.Tensor]: # ids (b, [n,] out_len); float32 (b, [n])
     "Each sentence's `n_best` finished hypotheses, best first (a tie: the first finished)."
     order = scores.sort(dim=1, descending=True, stable=True).indices[:, :n_best or 1]  # (b, n)
     ids = hyps.gather(1, order[..., None].expand(-1, -1, hyps.shape[2]))           # (b, n, len)
@@ -149,37 +179,30 @@ def _beam_start(model, src, src_mask, K: int, start_symbol: int,
 def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transformer`) in eval mode
                 src: torch.Tensor,         # (batch, src_len) int64 source ids
                 src_mask: torch.Tensor,    # (batch, 1, 1, src_len) bool, True = real token
-                beam_size: int=4,          # K (§6.1: 4)
-                length_penalty: float=0.6, # length-penalty α (§6.1: 0.6)
-                max_new_tokens: int|None=None, # tokens at most; None: source length + extra_len
-                extra_len: int=50,         # §6.1: input length + 50
-                start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX, pad_idx: int=PAD_IDX,
-                n_best: int|None=None,     # hypotheses per sentence, best first; None: the best one
-                early_stop: bool=False,    # stop at K finished instead of the exact rule
+                options: SearchOptions|None=None, # beam size, α, limits, n-best (§6.1: K 4, α 0.6)
                ) -> tuple[torch.Tensor, torch.Tensor]: # ids (batch, [n,] out_len); (batch, [n])
     "Batched beam search with the GNMT length penalty (§6.1); ids end in EOS, then PAD."
-    K, B, dev = beam_count(beam_size, n_best), src.shape[0], src.device
-    if B == 0: return empty_result(n_best, dev)
-    limit = search_limits(model, src_mask, max_new_tokens, extra_len)  # (batch,)
-    memory, mask, seqs, scores = _beam_start(model, src, src_mask, K, start_symbol)
+    o = options or SearchOptions()
+    K, B, dev = o.beams, src.shape[0], src.device
+    if B == 0: return empty_result(o.n_best, dev)
+    limit = search_limits(model, src_mask, o.max_new_tokens, o.extra_len)  # (batch,)
+    memory, mask, seqs, scores = _beam_start(model, src, src_mask, K, o.start_symbol)
     finished, active, step = [[] for _ in range(B)], list(range(B)), 0  # per sentence: (score, tokens)
     while active:
         step, b = step + 1, len(active)
         causal = causal_mask(step, dev)                                   # the whole prefix again
         h = model.decode(memory, mask, seqs, causal)[:, -1]               # (b·K, d_model)
-        logp = model.generator(h).float()                                 # (b·K, vocab)
-        top, parent, tok = top_candidates(scores, logp, K)  # (b, 2K): log-prob, beam it extends, token
-        is_eos, lp = tok == end_symbol, length_normalization(step, length_penalty)
-        at_limit = (step >= limit[active]).tolist()
-        _collect_finished(finished, active, seqs, top, parent, tok, is_eos, at_limit, lp, K)
-        alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) the K best that go on
-        done = search_done(alive[:, 0], *_finished_stats(finished, active, n_best or 1, dev), step,
-                           limit[active], K, length_penalty, early_stop).tolist()
-        keep = [r for r in range(b) if not (at_limit[r] or done[r])]
-        if not keep: break
-        kr = torch.tensor(keep, device=dev)
-        index = (kr[:, None] * K + parent.gather(1, pos)[kr]).reshape(-1)  # (b'·K,) new beam order
+        cand = top_candidates(scores, model.generator(h).float(), K)      # (b, 2K) each
+        is_eos, at_limit = cand.token == o.end_symbol, step >= limit[active]     # (b, 2K), (b,)
+        lp = length_normalization(step, o.length_penalty)
+        _collect_finished(finished, active, seqs, cand, is_eos | at_limit[:, None], lp, K)
+        alive, pos = cand.score.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) go on
+        done = search_done(alive[:, 0], *_finished_stats(finished, active, o.n_best or 1, dev), step,
+                           limit[active], K, o.length_penalty, o.early_stop)
+        keep = (~(at_limit | done)).nonzero().squeeze(1)                  # (b',) the sentences left
+        if keep.shape[0] == 0: break
+        index = (keep[:, None] * K + cand.parent.gather(1, pos)[keep]).reshape(-1)  # (b'·K,) new order
         memory, mask = memory[index], mask[index]
-        seqs = torch.cat([seqs[index], tok.gather(1, pos)[kr].reshape(-1, 1)], dim=1)  # (b'·K, step+1)
-        scores, active = alive[kr], [active[r] for r in keep]
-    return best_hypotheses(*_stack_finished(finished, K, pad_idx, dev), n_best)
+        seqs = torch.cat([seqs[index], cand.token.gather(1, pos)[keep].reshape(-1, 1)], dim=1)
+        scores, active = alive[keep], [active[r] for r in keep.tolist()]
+    return best_hypotheses(*_stack_finished(finished, K, o.pad_idx, dev), o.n_best)

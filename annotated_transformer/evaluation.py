@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from .embeddings import BOS_IDX, EOS_IDX
 from .data import WordCodec, BPECodec
+from .decoding import SearchOptions
 from .fast_decoding import decode_corpus
 
 # %% auto #0
@@ -118,32 +119,26 @@ def _encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequen
 def translate(model: nn.Module,                # a trained `Transformer` in eval mode
               codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
               sentences: Sequence[str],        # raw source sentences
-              beam_size: int=4,                # K (1 = greedy)
-              length_penalty: float=0.6,       # length-penalty α
+              options: SearchOptions|None=None, # the search (§6.1): beam size (1 = greedy), α, …
               batch_size: int=64,              # sentences decoded together
               progress: bool=False,            # tqdm bar on stderr
               warn: Callable[[str], None]|None=None, # receives a message per truncated sentence
-              early_stop: bool=False,          # stop at K finished, not by the exact rule (chapter 14)
              ) -> list[str]:                   # detokenized translations, "" for blank input
     "Translate raw sentences with beam search (§6.1) and detokenize."
     sentences = list(sentences)
     todo, ids = _encode_lines(model, codec, sentences, warn)
-    hyps = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress,
-                         early_stop=early_stop)
+    hyps = decode_corpus(model, ids, options, batch_size=batch_size, progress=progress)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
 
 def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
                   pairs: Sequence[tuple[str, str]],            # (source, reference) raw pairs
-                  beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
-                  progress: bool=False,
-                  early_stop: bool=False, # as in `translate`
+                  options: SearchOptions|None=None, batch_size: int=64, progress: bool=False,
                  ) -> tuple[BleuResult, list[str]]:            # the score and the hypotheses
     "Translate the source side of `pairs` and score it against the raw references with sacreBLEU."
     sources = [s for s, _ in pairs]
-    hyps = translate(model, codec, sources, beam_size, length_penalty, batch_size, progress,
-                     early_stop=early_stop)
+    hyps = translate(model, codec, sources, options, batch_size, progress)
     return corpus_bleu(hyps, [t for _, t in pairs]), hyps
 
 # %% ../nbs/15_evaluation.ipynb #f4d3e871
@@ -153,16 +148,15 @@ def nbest_row(index: int, rank: int, score: float, text: str) -> str:
 
 def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
                     sentences: Sequence[str],  # raw source sentences
-                    n_best: int,               # translations per sentence (the beam widens to it)
-                    beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
-                    warn: Callable[[str], None]|None=None, progress: bool=False, # as in `translate`
-                    early_stop: bool=False, # as in `translate`
+                    options: SearchOptions,    # its `n_best`: translations per sentence (K widens to it)
+                    batch_size: int=64, progress: bool=False,               # as in `translate`
+                    warn: Callable[[str], None]|None=None,                  # as in `translate`
                    ) -> list[list[tuple[float, str]]]: # per sentence (score, text), best first
-    "The `n_best` translations of each raw sentence, with their scores; [] for a blank line."
+    "The `options.n_best` translations of each raw sentence, with their scores; [] for a blank line."
+    if options.n_best is None: raise ValueError("translate_nbest needs options.n_best (translations per sentence)")
     sentences = list(sentences)
     todo, ids = _encode_lines(model, codec, sentences, warn)
-    lists = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress,
-                          n_best=n_best, early_stop=early_stop)
+    lists = decode_corpus(model, ids, options, batch_size=batch_size, progress=progress)
     out = [[] for _ in sentences]
     for i, hyps in zip(todo, lists): out[i] = [(s, codec.decode_tgt(h)) for s, h in hyps]
     return out
@@ -170,9 +164,7 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
 # %% ../nbs/15_evaluation.ipynb #8d3b1e62
 def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `translate`
                sets: dict[str, Sequence[tuple[str, str]]],      # name -> (source, reference) pairs
-               beam_size: int=4, length_penalty: float=0.6, batch_size: int=64,
-               progress: bool=False,
-               early_stop: bool=False, # as in `translate`
+               options: SearchOptions|None=None, batch_size: int=64, progress: bool=False,
               ) -> list[dict]:  # per set: its row (see above), with the hypotheses
     "Translate and score each set with sacreBLEU's BLEU and chrF: a row per set, in order."
     rows = []
@@ -180,8 +172,7 @@ def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `transla
         pairs = list(pairs)
         if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
         t = time.perf_counter()
-        bleu, hyps = evaluate_bleu(model, codec, pairs, beam_size, length_penalty, batch_size,
-                                   progress, early_stop=early_stop)
+        bleu, hyps = evaluate_bleu(model, codec, pairs, options, batch_size, progress)
         seconds = time.perf_counter() - t
         chrf = corpus_chrf(hyps, [r for _, r in pairs])
         rows.append({"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,

@@ -6,21 +6,23 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/fast_decodin
 
 # %% ../nbs/23_fast_decoding.ipynb #ba7bd490
 from __future__ import annotations
-import copy, math, signal, sys
+import copy, dataclasses, math, signal, sys
 from dataclasses import dataclass
-from typing import Sequence
+from functools import partial
+from typing import Callable, NamedTuple, Sequence
 import torch
 from torch import nn
 import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .decoding import (length_normalization, search_limits, search_done, beam_search,
-                                            top_candidates, beam_count, empty_result, best_hypotheses)
+                                            SearchOptions, Candidates, top_candidates, empty_result,
+                                            best_hypotheses)
 from .encoder_decoder import EncoderDecoder
 from .fast_model import KVCache, decode_incremental, is_fast, make_fast
 from .data import sentence_ids
 
 # %% auto #0
-__all__ = ['SearchLevers', 'fast_beam_search', 'decode_corpus']
+__all__ = ['SearchLevers', 'Finished', 'Beams', 'fast_beam_search', 'decode_corpus']
 
 # %% ../nbs/23_fast_decoding.ipynb #ef15a5fb
 @dataclass(frozen=True)
@@ -37,48 +39,53 @@ class SearchLevers:
             raise ValueError(f"topk_chunk={self.topk_chunk!r} must be an int ≥ 0 (0: one top-k over all)")
 
 # %% ../nbs/23_fast_decoding.ipynb #2ca6fc3f
-def _no_finished(B: int, K: int, max_len: int, pad_idx: int, dev) -> tuple:
-    "Empty finished slots: tokens (B, K, max_len) all PAD, lengths (B, K) 0, scores (B, K) -inf."
-    return (torch.full((B, K, max_len), pad_idx, dtype=torch.long, device=dev),
-            torch.zeros(B, K, dtype=torch.long, device=dev),
-            torch.full((B, K), -math.inf, dtype=torch.float64, device=dev))
+class Finished(NamedTuple):
+    "Each sentence's K best finished hypotheses, best first; an empty slot: PAD, length 0, -inf."
+    tokens: torch.Tensor  # (B, K, max_len) int64
+    lengths: torch.Tensor # (B, K) int64
+    scores: torch.Tensor  # (B, K) float64 normalised scores
 
-def _merge_finished(fin: torch.Tensor,       # (B, K, max_len) each sentence's K best, best first
-                    fin_len: torch.Tensor,   # (B, K) int64 their lengths (0: an empty slot)
-                    fin_score: torch.Tensor, # (B, K) float64 their scores (-inf: an empty slot)
+def _no_finished(B: int, K: int, max_len: int, pad_idx: int, dev) -> Finished:
+    "Empty finished slots: tokens (B, K, max_len) all PAD, lengths (B, K) 0, scores (B, K) -inf."
+    return Finished(torch.full((B, K, max_len), pad_idx, dtype=torch.long, device=dev),
+                    torch.zeros(B, K, dtype=torch.long, device=dev),
+                    torch.full((B, K), -math.inf, dtype=torch.float64, device=dev))
+
+def _merge_finished(fin: Finished,           # each sentence's K best so far, updated in place
                     active: torch.Tensor,    # (b,) int64 the sentences searched this step
                     hyp: torch.Tensor,       # (b, K, step) the top-K candidates' tokens
                     norm: torch.Tensor,      # (b, K) float64 their normalised scores; -inf: no end
                     pad_idx: int):
     "`_collect_finished` on tensors: each sentence's K best of what it had and what ends now."
-    b, K, step = hyp.shape
-    score = torch.cat([fin_score[active], norm], 1)                         # (b, 2K), old first
+    (b, K, step), (toks, lens, scores) = hyp.shape, fin
+    score = torch.cat([scores[active], norm], 1)                         # (b, 2K), old first
     order = score.sort(dim=1, descending=True, stable=True).indices[:, :K]   # (b, K) a tie: old first
-    new = torch.full_like(fin[active], pad_idx)
+    new = torch.full_like(toks[active], pad_idx)
     new[..., :step] = hyp.masked_fill(norm[..., None] == -math.inf, pad_idx)
-    toks = torch.cat([fin[active], new], 1).gather(1, order[..., None].expand(-1, -1, fin.shape[2]))
-    lens = torch.cat([fin_len[active], (norm > -math.inf).long() * step], 1).gather(1, order)
-    fin[active], fin_len[active], fin_score[active] = toks, lens, score.gather(1, order)
+    merged = torch.cat([toks[active], new], 1).gather(1, order[..., None].expand(-1, -1, toks.shape[2]))
+    ended = torch.cat([lens[active], (norm > -math.inf).long() * step], 1).gather(1, order)
+    toks[active], lens[active], scores[active] = merged, ended, score.gather(1, order)
 
 # %% ../nbs/23_fast_decoding.ipynb #a051c1a8
-def _fast_finish(fin, fin_len, fin_score, active, # as `_merge_finished`
+def _fast_finish(fin: Finished,           # updated in place (`_merge_finished`)
+                 active: torch.Tensor,    # (b,) int64 the sentences searched this step
                  seqs: torch.Tensor,      # (b·n_live, step) live beams, BOS first
-                 top, parent, tok,        # (b, 2K) the best candidates, their origin
+                 cand: Candidates,        # (b, 2K) the best candidates
                  ends: torch.Tensor,      # (b, K) bool: the top-K candidate ends (EOS, or the limit)
                  lp: float, pad_idx: int):
     "Merge the top-K candidates that end, with their normalised scores, into the finished ones."
     (b, K), n_live = ends.shape, seqs.shape[0] // ends.shape[0]
-    norm = torch.where(ends, top[:, :K].double() / lp, -math.inf)     # (b, K) float64
+    norm = torch.where(ends, cand.score[:, :K].double() / lp, -math.inf)     # (b, K) float64
     r = torch.arange(b, device=seqs.device)[:, None]
-    hyp = torch.cat([seqs.view(b, n_live, -1)[r, parent[:, :K], 1:], tok[:, :K, None]], 2)
-    _merge_finished(fin, fin_len, fin_score, active, hyp, norm, pad_idx)
+    hyp = torch.cat([seqs.view(b, n_live, -1)[r, cand.parent[:, :K], 1:], cand.token[:, :K, None]], 2)
+    _merge_finished(fin, active, hyp, norm, pad_idx)
 
 # %% ../nbs/23_fast_decoding.ipynb #4d7c7236
 def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
                         logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
                         K: int,               # beam size
                         chunk: int=32,        # tokens per chunk; 0: `top_candidates` itself
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # as `top_candidates`
+                       ) -> Candidates:      # as `top_candidates`
     "`top_candidates` by chunks: the top-k of each chunk's best, then of the tokens of the 2K best chunks."
     b, n_live, V = *scores.shape, logp.shape[-1]
     if chunk < 1: return top_candidates(scores, logp, K)
@@ -92,12 +99,19 @@ def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of ea
     cand = (s[row] + blocks[row, ch % n_chunks]).reshape(b, k * chunk)           # (b, 2K·chunk)
     top, j = cand.topk(k, dim=1)                                  # (b, 2K) best first
     c = ch.gather(1, j // chunk)                                  # (b, 2K) the chunk of each
-    return top, c // n_chunks, ((c % n_chunks) * chunk + j % chunk).clamp(max=V - 1)
+    return Candidates(top, c // n_chunks, ((c % n_chunks) * chunk + j % chunk).clamp(max=V - 1))
 
 # %% ../nbs/23_fast_decoding.ipynb #1384cdc3
+class Beams(NamedTuple):
+    "The live state of the fast search: what its beams attend to, their tokens, their scores."
+    memory: torch.Tensor  # (rows, src_len, d_model): a row per sentence (shared) or per beam
+    mask: torch.Tensor    # (rows, 1, 1, src_len) bool, True = real token
+    seqs: torch.Tensor    # (b·n_live, step) int64 live beams, BOS first
+    scores: torch.Tensor  # (b, n_live) total log-prob of each
+
 def _fast_start(model, src, src_mask, K: int, start_symbol: int,
                 levers: SearchLevers, # its `one_beam_start` and `lazy_cross`
-               ) -> tuple:      # memory, mask, seqs (B·n_live, 1), scores (B, n_live), n_live
+               ) -> tuple[Beams, int]: # the beams (B·n_live of them), n_live
     "Encode once; one `<s>` beam per sentence (all K would be alike), or K (the vocabulary < 2K)."
     memory, mask, dev = model.encode(src, src_mask), src_mask, src.device
     vocab = getattr(getattr(model, "config", None), "tgt_vocab_size", 0)
@@ -108,18 +122,19 @@ def _fast_start(model, src, src_mask, K: int, start_symbol: int,
     seqs = torch.full((src.shape[0] * n_live, 1), start_symbol, dtype=torch.long, device=dev)
     scores = torch.full((src.shape[0], n_live), -math.inf, device=dev)         # (B, n_live)
     scores[:, 0] = 0.0
-    return memory, mask, seqs, scores, n_live
+    return Beams(memory, mask, seqs, scores), n_live
 
-def _fast_advance(cache, memory, mask, seqs, alive, pos, parent, tok,
+# %% ../nbs/23_fast_decoding.ipynb #1ea0baf8
+def _fast_advance(cache: KVCache, beams: Beams, cand: Candidates,
+                  alive: torch.Tensor, pos: torch.Tensor, # (b, K) the K best that do not end, where
                   go: torch.Tensor,  # (b',) int64 the row groups (sentences) that go on
                   n_live: int,       # live beams per sentence this step
-                  K: int,            # beam size
                   levers: SearchLevers, # its `lazy_cross` and `deferred_reorder`
-                 ) -> tuple:         # memory, mask, seqs (b'·K, step + 1), scores (b', K)
+                 ) -> Beams:         # seqs (b'·K, step + 1), scores (b', K)
     "Keep the sentences `go`; their K best extensions that do not end (`alive`, `pos`) go on."
-    alive, pos = alive[go], pos[go]                                            # (b', K)
+    alive, pos, memory, mask = alive[go], pos[go], beams.memory, beams.mask   # (b', K)
     # (b'·K,) new beam order
-    index = (go[:, None] * n_live + parent[go].gather(1, pos)).reshape(-1)
+    index = (go[:, None] * n_live + cand.parent[go].gather(1, pos)).reshape(-1)
     cache.reorder(index, ("self_attn",), defer=levers.deferred_reorder)
     # one cross-attention row per sentence, shared by its beams: moved only when sentences leave
     if not levers.lazy_cross: rows = index          # each beam its own copy (K per sentence)
@@ -128,57 +143,53 @@ def _fast_advance(cache, memory, mask, seqs, alive, pos, parent, tok,
         cache.reorder(rows, ("src_attn",))
         memory, mask = memory[rows], mask[rows]
     # (b'·K, step + 1)
-    seqs = torch.cat([seqs[index], tok[go].gather(1, pos).reshape(-1, 1)], dim=1)
-    return memory, mask, seqs, alive
+    seqs = torch.cat([beams.seqs[index], cand.token[go].gather(1, pos).reshape(-1, 1)], dim=1)
+    return Beams(memory, mask, seqs, alive)
 
 # %% ../nbs/23_fast_decoding.ipynb #ad1dede5
-def fast_beam_search(model: nn.Module,       # as `beam_search`: a `Transformer` in eval mode
+def fast_beam_search(model: nn.Module,       # as `beam_search`: a fast `Transformer` in eval mode
                      src: torch.Tensor,      # (batch, src_len) int64 source ids
                      src_mask: torch.Tensor, # (batch, 1, 1, src_len) bool, True = real token
-                     beam_size: int=4, length_penalty: float=0.6, max_new_tokens: int|None=None,
-                     extra_len: int=50, start_symbol: int=BOS_IDX, end_symbol: int=EOS_IDX,
-                     pad_idx: int=PAD_IDX, n_best: int|None=None,   # as `beam_search`
-                     early_stop: bool=False,                        # as `beam_search`
-                     levers: SearchLevers|None=None,                # None: every lever on
+                     options: SearchOptions|None=None, # as `beam_search`
+                     levers: SearchLevers|None=None,   # None: every lever on
                     ) -> tuple[torch.Tensor, torch.Tensor]: # as `beam_search` (scores to rounding)
     "`beam_search`, faster: tensor bookkeeping (one host sync per step) and the `SearchLevers`."
-    levers, K = levers or SearchLevers(), beam_count(beam_size, n_best)
-    B, dev, n = src.shape[0], src.device, n_best or 1
-    if B == 0: return empty_result(n_best, dev)
+    o, levers = options or SearchOptions(), levers or SearchLevers()
+    K, B, dev, n = o.beams, src.shape[0], src.device, o.n_best or 1
+    if B == 0: return empty_result(o.n_best, dev)
     with torch.inference_mode() if levers.inference_mode else torch.no_grad():
-        limit = search_limits(model, src_mask, max_new_tokens, extra_len)            # (B,)
-        memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, K, start_symbol, levers)
+        limit = search_limits(model, src_mask, o.max_new_tokens, o.extra_len)         # (B,)
+        beams, n_live = _fast_start(model, src, src_mask, K, o.start_symbol, levers)
         cache = KVCache(len(model.decoder.layers))
-        fin, fin_len, fin_score = _no_finished(B, K, int(limit.max()), pad_idx, dev)
+        fin = _no_finished(B, K, int(limit.max()), o.pad_idx, dev)
         active, step = torch.arange(B, device=dev), 0
         while True:
             step += 1
-            h = decode_incremental(model, memory, mask, seqs[:, -1:], cache)[:, -1]  # (b·n_live, d)
+            h = decode_incremental(model, beams.memory, beams.mask, beams.seqs[:, -1:], cache)[:, -1]
             logp = model.generator(h).float()                                 # (b·n_live, vocab)
-            top, parent, tok = _chunked_candidates(scores, logp, K, levers.topk_chunk)  # (b, 2K)
-            is_eos, at_limit = tok == end_symbol, step >= limit[active]       # (b, 2K), (b,)
-            ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, length_penalty)
-            _fast_finish(fin, fin_len, fin_score, active, seqs, top, parent, tok, ends, lp, pad_idx)
-            alive, pos = top.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
-            done = at_limit | search_done(alive[:, 0], fin_score[active, n - 1],
-                                          (fin_score[active] > -math.inf).sum(1), step,
-                                          limit[active], K, length_penalty, early_stop)
+            cand = _chunked_candidates(beams.scores, logp, K, levers.topk_chunk)  # (b, 2K) each
+            is_eos, at_limit = cand.token == o.end_symbol, step >= limit[active]  # (b, 2K), (b,)
+            ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, o.length_penalty)
+            _fast_finish(fin, active, beams.seqs, cand, ends, lp, o.pad_idx)
+            alive, pos = cand.score.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
+            done = at_limit | search_done(alive[:, 0], fin.scores[active, n - 1],
+                                          (fin.scores[active] > -math.inf).sum(1), step,
+                                          limit[active], K, o.length_penalty, o.early_stop)
             go = (~done).nonzero().squeeze(1)                     # the stop test: one host sync
             if go.shape[0] == 0: break
-            memory, mask, seqs, scores = _fast_advance(cache, memory, mask, seqs, alive, pos, parent,
-                                                       tok, go, n_live, K, levers)
+            beams = _fast_advance(cache, beams, cand, alive, pos, go, n_live, levers)
             active, n_live = active[go], K
-        return best_hypotheses(fin, fin_len, fin_score, n_best)
+        return best_hypotheses(*fin, o.n_best)
 
 # %% ../nbs/23_fast_decoding.ipynb #63de415b
 def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
     "One padded batch of `decode_corpus`: (the sentences' indices, their stripped hypotheses)."
-    model, sources, kw, pad, device, fast = job
+    model, sources, options, search, device = job
+    pad = options.pad_idx
     src = nn.utils.rnn.pad_sequence([torch.as_tensor(sources[i], dtype=torch.long) for i in idx],
                                     batch_first=True, padding_value=pad).to(device)
-    search = fast_beam_search if fast else beam_search
-    ids, scores = search(model, src, (src != pad)[:, None, None, :], **kw)
-    if kw["n_best"] is None: return idx, [sentence_ids(row, pad) for row in ids.tolist()]
+    ids, scores = search(model, src, (src != pad)[:, None, None, :], options)
+    if options.n_best is None: return idx, [sentence_ids(row, pad) for row in ids.tolist()]
     return idx, [[(s, sentence_ids(h, pad)) for s, h in zip(ss, hs) if s > -math.inf]
                  for ss, hs in zip(scores.tolist(), ids.tolist())]
 
@@ -217,33 +228,25 @@ def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: tor
 # %% ../nbs/23_fast_decoding.ipynb #7fd5230d
 def decode_corpus(model: nn.Module,                # a `Transformer` in eval mode
                   sources: Sequence[Sequence[int]|torch.Tensor], # ids per sentence, <s> … </s>
-                  beam_size: int=4,                # K; 1 = greedy
-                  length_penalty: float=0.6,       # length-penalty α
+                  options: SearchOptions|None=None, # beam size (1 = greedy), α, n-best, …
+                  # the search: `fast_beam_search` (None), `beam_search`, or one with other levers
+                  search: Callable|None=None,
                   batch_size: int=64,              # sentences per batch
-                  extra_len: int=50,               # maximum output length: source length + this
-                  device: str|torch.device|None=None, # default: the model's device
-                  progress: bool=False,            # a tqdm bar on stderr
-                  fast: bool=True,                 # `fast_beam_search` (same ids), or `beam_search`
                   workers: int=1,                  # CPU only: processes of one thread each
                   sort: bool=True,                 # length-sorted batches (False: in input order)
-                  n_best: int|None=None,           # per sentence a list of (score, ids), best first
-                  levers: SearchLevers|None=None,  # `fast_beam_search`'s levers; None: all on
-                  early_stop: bool=False,          # stop at K finished, not by the exact rule
+                  progress: bool=False,            # a tqdm bar on stderr
                  ) -> list:                        # per sentence, in input order: ids or a list
     "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
-    if levers is not None and not fast:
-        raise ValueError("levers are fast_beam_search's: give fast=True")
-    if fast and isinstance(model, EncoderDecoder) and not is_fast(model):
+    options, search = options or SearchOptions(), search or fast_beam_search
+    if search is not beam_search and isinstance(model, EncoderDecoder) and not is_fast(model):
         model = make_fast(copy.deepcopy(model))          # the paper's layers: a fast copy
-    device = torch.device(device or next(model.parameters()).device)
-    pad = getattr(getattr(model, "config", None), "pad_idx", PAD_IDX)
+    device = next(model.parameters()).device
+    pad = getattr(getattr(model, "config", None), "pad_idx", options.pad_idx)
+    options = options if pad == options.pad_idx else dataclasses.replace(options, pad_idx=pad)
     order = list(range(len(sources)))
     if sort: order.sort(key=lambda i: len(sources[i]))
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-    kw = dict(beam_size=beam_size, length_penalty=length_penalty, extra_len=extra_len,
-              n_best=n_best, early_stop=early_stop)
-    job = (model, sources, {**kw, "levers": levers} if fast else kw, pad, device, fast)
-    results: list = [[] for _ in sources]
+    job, results = (model, sources, options, search, device), [[] for _ in sources]
     from tqdm.auto import tqdm
     with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr,
               disable=not progress) as bar:

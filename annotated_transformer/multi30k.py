@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from .model import create_transformer, count_parameters
 from .fast_model import make_fast
+from .decoding import SearchOptions
 from .batching import token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
@@ -529,8 +530,8 @@ def choose_and_score(run: Multi30kRun,
     pairs = lambda s: run.corpus.pairs(s, run.src, run.tgt)[:max_eval_sentences]
     sets = {s: pairs(s) for s in run.evaluate_splits}
     def score(m, names):
-        return score_sets(m, run.codec, {s: sets[s] for s in names}, run.recipe.beam_size,
-                          run.recipe.length_penalty, progress=progress)
+        search = SearchOptions(beam_size=run.recipe.beam_size, length_penalty=run.recipe.length_penalty)
+        return score_sets(m, run.codec, {s: sets[s] for s in names}, search, progress=progress)
     chosen, on_val = candidates[0], {}
     if "val" in sets and len(candidates) > 1:         # the averaged or the last model, by val BLEU
         for name, m, _ in candidates:
@@ -561,7 +562,7 @@ def bleu_sweep(model: torch.nn.Module,         # a trained `Transformer` in eval
                batch_size: int=64,              # sentences decoded together
               ) -> dict:                        # {(K, α): BLEU}
     "sacreBLEU for every (beam size, length penalty) pair: the §6.1 development-set experiment."
-    bleu = lambda k, a: evaluate_bleu(model, codec, pairs, beam_size=k, length_penalty=a,
+    bleu = lambda k, a: evaluate_bleu(model, codec, pairs, SearchOptions(beam_size=k, length_penalty=a),
                                       batch_size=batch_size)[0].score
     return {(k, a): bleu(k, a) for k in beam_sizes for a in length_penalties}
 

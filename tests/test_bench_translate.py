@@ -9,6 +9,7 @@ ctranslate2 = pytest.importorskip(
 
 from annotated_transformer.benchmarking import DECODING_LEVERS, bench_table, bench_translation, quantize_int8
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
+from annotated_transformer.decoding import SearchOptions, beam_search
 from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.data import sentence_ids
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
@@ -56,7 +57,7 @@ def test_bench_structure(setup):
 def test_fast_search_workers_and_int8(setup):
     m, codec, pairs = setup
     ids, _ = encode_sources(codec, [s for s, _ in pairs], 64)
-    ref = decode_corpus(m, ids, fast=False)
+    ref = decode_corpus(m, ids, search=beam_search)
     assert decode_corpus(m, ids) == ref                                          # fast_beam_search: the same ids
     assert decode_corpus(m, ids, workers=2, batch_size=2) == ref                 # a worker per core: the same ids, in order
     assert decode_corpus(m, ids, sort=False) == ref

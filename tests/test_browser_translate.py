@@ -17,6 +17,7 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install 
 import torch
 
 from annotated_transformer.decoding import length_normalization
+from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX
 from annotated_transformer.evaluation import encode_sources, translate
@@ -186,8 +187,8 @@ def compare(model, codec, page_results, beam: int, direction: str = "de-en") -> 
     "Page ids vs the Python package's (`decode_corpus`, as `translate` runs it); every divergence explained or listed."
     srcs = [s for s, _ in sentences(direction)]
     src_ids, _ = encode_sources(codec, srcs, model.config.max_len)
-    py_ids = decode_corpus(model, src_ids, beam_size=beam)
-    py_text = translate(model, codec, srcs, beam_size=beam)
+    py_ids = decode_corpus(model, src_ids, SearchOptions(beam_size=beam))
+    py_text = translate(model, codec, srcs, SearchOptions(beam_size=beam))
     same, problems = 0, []
     for i, (r, ids, text, sids) in enumerate(zip(page_results, py_ids, py_text, src_ids)):
         assert r["srcIds"] == sids, (i, "tokenizer differs", r["srcIds"], sids)
@@ -326,7 +327,7 @@ def test_divergence_check_catches_a_real_difference(reference):
     "The divergence rule itself: a greedy path that leaves Python's argmax where it is no tie is reported."
     model, codec = reference
     src_ids, _ = encode_sources(codec, [s for s, _ in sentences()], model.config.max_len)
-    py = decode_corpus(model, src_ids, beam_size=1)
+    py = decode_corpus(model, src_ids, SearchOptions(beam_size=1))
     fake = []
     for sids, ids in zip(src_ids, py):
         out = with_eos(ids, min(len(sids) + 50, model.config.max_len))
@@ -373,7 +374,7 @@ def test_whole_validation_set(loaded):
                                 " const o = await window.atTranslate.translate(x, {direction: d, beam: b});"
                                 " r.push([o.text, o.ids]); } return r; }", [srcs, direction, beam])
             seconds = time.perf_counter() - t0
-            py = decode_corpus(model, src_ids, beam_size=beam)
+            py = decode_corpus(model, src_ids, SearchOptions(beam_size=beam))
             rows.append({"direction": direction, "beam": beam, "sentences": len(srcs),
                          "identical": sum(o[1] == p for o, p in zip(out, py)),
                          "bleu_browser": round(corpus_bleu([o[0] for o in out], refs).score, 2),

@@ -12,6 +12,7 @@ from annotated_transformer.ctranslate2_export import (CT2_META, codec_tokens, de
                                                       load_ctranslate2, translate_ctranslate2)
 from annotated_transformer.cli import export_command
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, encode_pairs, load_split
+from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from annotated_transformer.evaluation import encode_sources
@@ -48,7 +49,7 @@ def test_greedy_round_trip(codec, sources, tmp_path, config):
     model = tiny_model(codec, **config)
     tr, c2, _ = load_ctranslate2(export_ctranslate2(model, tmp_path / "ct2", codec=codec), compute_type="float32")
     pairs, ids = sources
-    ours, theirs = decode_corpus(model, ids, beam_size=1), decode_ctranslate2(tr, c2, ids, beam_size=1, max_len=64)
+    ours, theirs = decode_corpus(model, ids, SearchOptions(beam_size=1)), decode_ctranslate2(tr, c2, ids, SearchOptions(beam_size=1), max_len=64)
     assert theirs == ours
     lengths = sorted(map(len, ours))
     assert lengths[0] < lengths[-1], lengths                          # assorted lengths: the caps and </s> are both exercised
@@ -75,9 +76,9 @@ def test_from_checkpoint_and_text_path(codec, sources, tmp_path):
     meta = json.loads((out / CT2_META).read_text())
     assert (meta["src_lang"], meta["tgt_lang"], meta["quantization"]) == ("de", "en", "float32")
     pairs, ids = sources
-    want = [codec.decode_tgt(h) for h in decode_corpus(model, ids[:8], beam_size=1)]
-    assert translate_ctranslate2(out, [s for s, _ in pairs[:8]], beam_size=1, compute_type="float32") == want
-    assert translate_ctranslate2(out, ["", "   "], beam_size=1) == ["", ""]
+    want = [codec.decode_tgt(h) for h in decode_corpus(model, ids[:8], SearchOptions(beam_size=1))]
+    assert translate_ctranslate2(out, [s for s, _ in pairs[:8]], SearchOptions(beam_size=1), compute_type="float32") == want
+    assert translate_ctranslate2(out, ["", "   "], SearchOptions(beam_size=1)) == ["", ""]
 
 
 def test_export_command(codec, tmp_path):

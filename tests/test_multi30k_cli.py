@@ -9,6 +9,7 @@ Two kinds of tests:
 import gzip, json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
+from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.data import SAMPLE_DIR, SAMPLE_SPLITS, load_split
 from annotated_transformer.checkpoints import load_checkpoint
 
@@ -350,7 +351,7 @@ def test_nbest_progress_bar_reaches_the_end(capsys):
     codec = BPECodec.build(load_split("train", SAMPLE_DIR, 200, download=False), vocab_size=300)
     torch.manual_seed(0)
     m = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, "tiny", share_embeddings=True, max_len=24).eval()
-    out = translate_nbest(m, codec, ["Hallo.", "", "Wie geht es dir?", "Gut."], 2, beam_size=2, progress=True)
+    out = translate_nbest(m, codec, ["Hallo.", "", "Wie geht es dir?", "Gut."], SearchOptions(n_best=2, beam_size=2), progress=True)
     assert [len(o) for o in out] == [2, 0, 2, 2]
     bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
     assert "3/3" in bar, bar

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest, torch
 from annotated_transformer.pretrained import load_model
 from annotated_transformer.evaluation import encode_sources
+from annotated_transformer.decoding import SearchOptions, beam_search
 from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.fast_model import make_paper, is_fast
 from annotated_transformer.decoding import length_normalization
@@ -60,8 +61,8 @@ def _explained(model, src_ids, a, b, beam):
 def test_paper_and_fast_decode_the_same_ids(pair, beam):
     direction, fast, paper, ids = pair
     assert is_fast(fast) and not is_fast(paper)
-    readable = decode_corpus(paper, ids, beam_size=beam, fast=False)   # chapter 14 on the paper's classes
-    quick = decode_corpus(fast, ids, beam_size=beam)                   # chapter 23 on the fast twins
+    readable = decode_corpus(paper, ids, SearchOptions(beam_size=beam), search=beam_search)   # chapter 14 on the paper's classes
+    quick = decode_corpus(fast, ids, SearchOptions(beam_size=beam))                   # chapter 23 on the fast twins
     differ = [i for i, (a, b) in enumerate(zip(readable, quick)) if a != b]
     unexplained = [i for i in differ if not _explained(paper, ids[i], readable[i], quick[i], beam)]
     print(f"[paper vs fast] {direction} beam {beam}: {len(ids) - len(differ)}/{len(ids)} identical, "
@@ -73,8 +74,8 @@ def test_paper_and_fast_decode_the_same_ids(pair, beam):
 def test_n_best_lists_agree(pair):
     direction, fast, paper, ids = pair
     few = ids[:30]
-    a = decode_corpus(paper, few, beam_size=4, n_best=4, fast=False)
-    b = decode_corpus(fast, few, beam_size=4, n_best=4)
+    a = decode_corpus(paper, few, SearchOptions(beam_size=4, n_best=4), search=beam_search)
+    b = decode_corpus(fast, few, SearchOptions(beam_size=4, n_best=4))
     same = sum([h for _, h in x] == [h for _, h in y] for x, y in zip(a, b))
     assert same >= len(few) - 1, f"{direction}: n-best lists identical on {same}/{len(few)}"
     for x, y in zip(a, b):

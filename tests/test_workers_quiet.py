@@ -7,19 +7,20 @@ import os, subprocess, sys, textwrap
 CHILD = textwrap.dedent("""
     import multiprocessing as mp, time, torch
     from annotated_transformer.cli import _signals_stop
+    from annotated_transformer.decoding import SearchOptions
     from annotated_transformer.fast_decoding import decode_corpus, _worker_init
     from annotated_transformer.model import create_transformer
     torch.manual_seed(0)
     model = create_transformer(20, 20, "tiny").eval()
     srcs = [[1, *torch.randint(4, 20, (n,)).tolist(), 2] for n in (3, 9, 1, 6, 4, 7, 2, 5)]
     with _signals_stop():                      # what `main` runs every command under
-        hyps = decode_corpus(model, srcs, beam_size=2, batch_size=2, workers=2, extra_len=5)
+        hyps = decode_corpus(model, srcs, SearchOptions(beam_size=2, extra_len=5), batch_size=2, workers=2)
         pool = mp.get_context("fork").Pool(2, initializer=_worker_init, initargs=((model, srcs, {}, 0, "cpu", True),))
         busy = [pool.apply_async(time.sleep, (60,)) for _ in range(2)]
         time.sleep(1.0)                        # both workers are in time.sleep now
         pool.terminate()                       # SIGTERM to each
         pool.join()
-    assert hyps == decode_corpus(model, srcs, beam_size=2, batch_size=2, extra_len=5)
+    assert hyps == decode_corpus(model, srcs, SearchOptions(beam_size=2, extra_len=5), batch_size=2)
     print("decoded", len(hyps))
 """)
 

@@ -8,11 +8,13 @@ lever under bf16 (its explicit softmax runs in bf16 there; the fused kernel accu
     python tools/lever_agreement.py nbs/results/lever_agreement.json
 """
 import copy, json, sys, torch
+from functools import partial
 from annotated_transformer.ctranslate2_export import resolve_translator
 from annotated_transformer.benchmarking import bleu_tokens, machine_record
 from annotated_transformer.data import load_split
 from annotated_transformer.evaluation import encode_sources
-from annotated_transformer.fast_decoding import SearchLevers, decode_corpus
+from annotated_transformer.decoding import SearchOptions
+from annotated_transformer.fast_decoding import SearchLevers, decode_corpus, fast_beam_search
 from annotated_transformer.fast_model import ModelLevers, make_fast, pack_linears
 from annotated_transformer.runtime import bf16_native
 torch.set_num_threads(1)
@@ -28,7 +30,7 @@ for name in ("de-en", "en-de"):
                          "bleu_off": round(bleu_tokens(codec, off, refs)[0], 2)}
     r = {"sentences": len(ids), "bleu_on": round(bleu_tokens(codec, on, refs)[0], 2),
          "single_query off": agree(decode_corpus(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)), ids)),
-         **{f"{what} off": agree(decode_corpus(p, ids, levers=SearchLevers(**lever)))
+         **{f"{what} off": agree(decode_corpus(p, ids, search=partial(fast_beam_search, levers=SearchLevers(**lever))))
             for what, lever in (("topk by chunks", dict(topk_chunk=0)),
                                 ("shared cross rows", dict(lazy_cross=False)),
                                 ("deferred reorder", dict(deferred_reorder=False)))}}

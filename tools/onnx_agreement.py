@@ -23,6 +23,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     from annotated_transformer.pretrained import load_model
     from annotated_transformer.data import load_split
+    from annotated_transformer.decoding import SearchOptions
     from annotated_transformer.fast_decoding import decode_corpus
     from annotated_transformer.evaluation import encode_sources, corpus_bleu
     from annotated_transformer.onnx_export import (export_onnx, OnnxTranslator, OnnxModel, graph_greedy,
@@ -36,7 +37,7 @@ def main(argv=None):
         pairs = load_split("val", None, a.limit, download=False, src=s, tgt=t)
         ids, _ = encode_sources(codec, [x for x, _ in pairs], model.config.max_len)
         t0 = time.perf_counter()
-        ours = decode_corpus(model, ids, beam_size=1)
+        ours = decode_corpus(model, ids, SearchOptions(beam_size=1))
         t_torch = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
             ort_model = OnnxTranslator(export_onnx(direction, Path(d) / direction))
@@ -44,8 +45,8 @@ def main(argv=None):
             theirs = [graph_greedy(ort_model.encoder, ort_model.step, np.array([x]),
                                    min(len(x) + 50, model.config.max_len)) for x in ids]
             t_onnx = time.perf_counter() - t0
-            beam_ours = decode_corpus(model, ids, beam_size=4)          # chapter 14's search on both engines
-            beam_onnx = decode_corpus(OnnxModel(ort_model, model.config), ids, beam_size=4)
+            beam_ours = decode_corpus(model, ids, SearchOptions(beam_size=4))          # chapter 14's search on both engines
+            beam_onnx = decode_corpus(OnnxModel(ort_model, model.config), ids, SearchOptions(beam_size=4))
         theirs = [[i for i in h if i != 2] for h in theirs]          # without </s>, as ours
         gaps = []
         for x, o, h in zip(ids, ours, theirs):

@@ -54,7 +54,7 @@ def main():
     from annotated_transformer.pretrained import load_model
     from annotated_transformer.data import load_split
     from annotated_transformer.evaluation import encode_sources
-    from annotated_transformer.decoding import search_limits
+    from annotated_transformer.decoding import search_limits, SearchOptions
     from annotated_transformer.fast_decoding import decode_corpus
     from annotated_transformer.ctranslate2_export import export_ctranslate2, load_ctranslate2, decode_ctranslate2
     from annotated_transformer.benchmarking import machine_record
@@ -65,7 +65,7 @@ def main():
     refs = [t for _, t in pairs]
     ids, _ = encode_sources(codec, [s for s, _ in pairs], model.config.max_len)
     limits = [min(len(x) + 50, model.config.max_len) for x in ids]     # search_limits' rule, per sentence
-    kw = dict(beam_size=a.beam_size, length_penalty=a.length_penalty)
+    kw = dict(options=SearchOptions(beam_size=a.beam_size, length_penalty=a.length_penalty))
     if a.early_stop: kw["early_stop"] = True
     with torch.inference_mode():
         t0 = time.perf_counter(); ours = decode_corpus(model, ids, **kw); t_ours = time.perf_counter() - t0
@@ -73,7 +73,7 @@ def main():
             export_ctranslate2(a.model, d)
             tr, _, m = load_ctranslate2(d, intra_threads=1)
             t0 = time.perf_counter()
-            theirs = decode_ctranslate2(tr, codec, ids, a.beam_size, a.length_penalty, max_len=m["max_len"])
+            theirs = decode_ctranslate2(tr, codec, ids, kw["options"], max_len=m["max_len"])
             t_ct2 = time.perf_counter() - t0
         s_ours = rescore(model, ids, ours, limits, a.length_penalty)
         s_ct2 = rescore(model, ids, theirs, limits, a.length_penalty)

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from annotated_transformer.data import TEST_SPLITS, TATOEBA, TEST_SET_INFO, load_split, available_test_splits
 from annotated_transformer.evaluation import score_sets
+from annotated_transformer.decoding import SearchOptions   # beam 4, α 0.6 (§6.1)
 from annotated_transformer.pretrained import (MODELS_DIR, SHIPPED, export_model, load_model, load_translator,
     file_sha256, SUMS)
 
@@ -36,11 +37,11 @@ def main(argv=None):
     names = ["val", *[s for s in available_test_splits() if s in (*TEST_SPLITS, TATOEBA)]]
     sets = {s: load_split(s, src=src, tgt=tgt) for s in names}
     t = time.perf_counter()
-    rows = score_sets(model, codec, sets, 4, 0.6, progress=True)
+    rows = score_sets(model, codec, sets, SearchOptions(), progress=True)
     minutes_eval = (time.perf_counter() - t) / 60
-    subset = score_sets(model, codec, {"test_2016_flickr": sets["test_2016_flickr"][:CI_SUBSET]}, 4, 0.6)[0]
+    subset = score_sets(model, codec, {"test_2016_flickr": sets["test_2016_flickr"][:CI_SUBSET]}, SearchOptions())[0]
     fp32, fcodec, _ = load_translator(a.checkpoint)
-    ref = {r["set"]: r for r in score_sets(fp32, fcodec, {s: sets[s] for s in ("val", "test_2016_flickr")}, 4, 0.6)}
+    ref = {r["set"]: r for r in score_sets(fp32, fcodec, {s: sets[s] for s in ("val", "test_2016_flickr")}, SearchOptions())}
     got = {r["set"]: r for r in rows}
     table = [{"set": r["set"], "sentences": r["sentences"], "BLEU": f"{r['bleu']:.2f}", "chrF": f"{r['chrf']:.2f}",
               "what it is": TEST_SET_INFO.get(r["set"], "Multi30k validation set (model selection)")} for r in rows]

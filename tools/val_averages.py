@@ -8,6 +8,7 @@ import torch
 from annotated_transformer.checkpoints import average_checkpoints, load_checkpoint, model_from_checkpoint
 from annotated_transformer.data import load_split, codec_from_dict
 from annotated_transformer.evaluation import evaluate_bleu
+from annotated_transformer.decoding import SearchOptions
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 name, src, tgt, *specs = sys.argv[1:]
 keep = Path(f"runs/keep-{name}")
@@ -20,7 +21,7 @@ for spec in specs:
     model = model_from_checkpoint(ck).eval()
     codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
     t = time.perf_counter()
-    bleu, _ = evaluate_bleu(model, codec, val, 4, 0.6)
+    bleu, _ = evaluate_bleu(model, codec, val, SearchOptions(beam_size=4, length_penalty=0.6))
     row = {"run": name, "label": label, "steps": [int(s) for s in steps.split(",")],
            "val_bleu": round(bleu.score, 2), "signature": bleu.signature,
            "decode_s": round(time.perf_counter() - t, 1), "threads": torch.get_num_threads(),
