@@ -13,12 +13,14 @@ from pathlib import Path
 import torch
 from fastcore.docments import docments
 from . import __version__
-from .runtime import default_device, distributed_session
+from tqdm.auto import tqdm
+from .runtime import default_device, distributed_session, atomic_file
 from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
     model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
 from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_split,
     resolve_data_dir, skipped_note)
-from .evaluation import translate, translate_nbest, nbest_row, score_sets, score_table
+from annotated_transformer.evaluation import (translate, encode_lines, nbest_row, score_sets,
+    score_table)
 from .copy_task import COPY_MAX_STEPS, train_copy, copy_scores
 from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
     default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
@@ -29,10 +31,10 @@ from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_
     bench_table)
 from .onnx_export import export_onnx, onnx_engines, onnx_available
 from .pretrained import export_model, open_translator
-from .decoding import MAX_LENGTH_PENALTY, pack_linears
+from .decoding import MAX_LENGTH_PENALTY, pack_linears, decode_corpus
 
 # %% auto #0
-__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
+__all__ = ['RECIPE_FLAGS', 'BEAM_MEMORY', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
            'non_negative_float', 'positive_float', 'length_penalty_arg', 'smoothing_arg', 'lang_code', 'vocab_arg',
            'Options', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command', 'train_copy_command',
            'translate_command', 'average_command', 'eval_corpus', 'evaluate_command', 'attention_command', 'parse_base',
@@ -208,10 +210,16 @@ def _add_model(s, more: str, required: bool=False):
     add_field(which, Options, "checkpoint")
     add_field(which, Options, "model", more=more)
 
+# what a beam costs, said in the help of --beam-size
+BEAM_MEMORY = ("at most the target vocabulary (8,000 tokens for the shipped models); memory grows with "
+               "beam size × batch size, since each hypothesis keeps its own key/value cache and a row of "
+               "scores over the vocabulary: with the shipped models, --beam-size 1000 takes about 0.6 GB for one "
+               "sentence and 1.7 GB for eight")
+
 def _add_decoding(s, directions="(default: the model's; another is an error)"):
     "Beam search and its stopping rule, batch, device, direction: what `translate` and `evaluate` share."
-    for name in ("beam_size", "length_penalty", "early_stop", "batch_size", "device"):
-        add_field(s, Options, name)
+    add_field(s, Options, "beam_size", more=BEAM_MEMORY)
+    for name in ("length_penalty", "early_stop", "batch_size", "device"): add_field(s, Options, name)
     for name in ("src", "tgt"): add_field(s, Options, name, type=lang_code, more=directions)
 
 _SHIPPED_DEFAULT = "(default without --checkpoint: the shipped model for --src/--tgt, de-en)"
@@ -586,12 +594,12 @@ def _lines_in(args) -> list[str]:
 
 # %% ../nbs/92_cli.ipynb #3cc27407
 @contextlib.contextmanager
-def _writer(path):  # --output: a file (UTF-8, \n line ends), or stdout for None and "-"
+def _writer(path):  # --output: a file (UTF-8, \n line ends, written whole or not at all), or stdout
     if path in (None, "-"):
         yield sys.stdout
         return
     try:
-        with open(path, "w", encoding="utf-8", newline="\n") as f: yield f
+        with atomic_file(path) as f: yield f
     except OSError as e: raise OSError(f"--output {path}: could not write it ({e.strerror or e})") from None
 
 def _check_output(path):  # --output FILE, refused before anything is loaded or decoded
@@ -610,30 +618,77 @@ def _open(args):
     # to rounding (ids agree but where a near-tie decides)
     return (pack_linears(model) if device.type == "cpu" else model), codec, info
 
+def _check_beam(args, model):  # translate's and evaluate's --beam-size (and --n-best)
+    "Refuse a beam wider than the target vocabulary: it keeps no more hypotheses, only more memory."
+    flag, k = max(("--beam-size", args.beam_size), ("--n-best", getattr(args, "n_best", None) or 0),
+                  key=lambda fk: fk[1])
+    if k > (vocab := model.config.tgt_vocab_size):
+        raise ValueError(f"{flag} {k} is larger than the model's target vocabulary of {vocab:,} "
+                         f"tokens: use at most {vocab}")
+
 # %% ../nbs/92_cli.ipynb #8ff2d0ff
+def _translated_lines(model, codec, lines: list[str], args, warn,
+                     ):  # yields each input line's output rows, in input order
+    "Each line's translation (or n-best rows) as soon as it and every line before it are done."
+    todo, ids = encode_lines(model, codec, lines, warn)
+    order = sorted(range(len(ids)), key=lambda j: len(ids[j]))   # `decode_corpus`'s batches, one by one
+    batches = [order[s:s + args.batch_size] for s in range(0, len(order), args.batch_size)]
+    out = [[] if args.n_best else [""] for _ in lines]             # a blank line: blank, no n-best row
+    finished, ready = [True] * len(lines), 0
+    for i in todo: finished[i] = False
+    with tqdm(total=len(ids), desc="decoding", unit="sent", file=sys.stderr,
+              disable=len(lines) < 2) as bar:
+        for b in batches:
+            hyps = decode_corpus(model, [ids[j] for j in b], args.beam_size, args.length_penalty,
+                                 len(b), n_best=args.n_best, early_stop=args.early_stop)
+            for i, h in ((todo[j], h) for j, h in zip(b, hyps)):
+                finished[i] = True
+                out[i] = ([nbest_row(i + 1, r, s, codec.decode_tgt(t)) for r, (s, t) in enumerate(h, 1)]
+                          if args.n_best else [codec.decode_tgt(h)])
+            bar.update(len(b))
+            while ready < len(lines) and finished[ready]:
+                yield out[ready]
+                ready += 1
+    yield from out[ready:]                                          # blank lines after the last batch
+
+# %% ../nbs/92_cli.ipynb #b1c2d3e4
+def _write_rows(path, per_line, n_lines: int|None) -> int:  # --output; rows per input line; how many
+    "Stdout: each line's rows at once. FILE: written whole at the end; a stop keeps FILE.partial."
+    done = []
+    try:
+        for rows in per_line:
+            done.append(rows)
+            if path in (None, "-"): sys.stdout.write("".join(r + "\n" for r in rows)); sys.stdout.flush()
+    except KeyboardInterrupt as e:
+        e.kept = _keep_partial(path, done, n_lines)                  # said by `_interrupted`
+        raise
+    if path not in (None, "-"):
+        with _writer(path) as f: f.write("".join(r + "\n" for rows in done for r in rows))
+    return len(done)
+
+def _keep_partial(path, done: list, n_lines: int|None) -> str:
+    "After a stop: the finished lines (in input order) in FILE.partial, never in FILE; what was kept."
+    of = f" of {n_lines:,}" if n_lines is not None else ""
+    if path in (None, "-"): return f"the first {len(done):,}{of} lines were written to stdout"
+    with _writer(partial := f"{path}.partial") as f:
+        f.write("".join(r + "\n" for rows in done for r in rows))
+    return (f"the first {len(done):,}{of} lines are translated in {partial}; "
+            f"{path} was not written")
+
+# %% ../nbs/92_cli.ipynb #b1c2d3e5
 def translate_command(args) -> int:
     "`annotated-transformer translate`: a translation (or n-best list) per input line, to stdout/FILE."
     model, codec, _ = _open(args)
+    _check_beam(args, model)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    kw = dict(beam_size=args.beam_size, length_penalty=args.length_penalty,
-              batch_size=args.batch_size, early_stop=args.early_stop, warn=warn)
-    # interactive
+    # interactive: a line at a time, as it is typed
     if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():
-        with _writer(args.output) as out:
-            for i, raw in enumerate(sys.stdin.buffer, 1):
-                line = _decode_line(raw, i)
-                print(translate(model, codec, [line], **kw)[0], file=out, flush=True)
+        typed = (_decode_line(raw, i) for i, raw in enumerate(sys.stdin.buffer, 1))
+        per_line = (r for line in typed for r in _translated_lines(model, codec, [line], args, warn))
+        _write_rows(args.output, per_line, None)
         return 0
     lines = _lines_in(args)
-    if args.n_best:
-        lists = translate_nbest(model, codec, lines, args.n_best, args.beam_size,
-                                args.length_penalty, warn=warn, progress=len(lines) > 1,
-                                early_stop=args.early_stop)
-        rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1)
-                for r, (sc, t) in enumerate(hyps, 1)]
-    else: rows = translate(model, codec, lines, progress=len(lines) > 1, **kw)
-    with _writer(args.output) as out:
-        for row in rows: print(row, file=out)
+    _write_rows(args.output, _translated_lines(model, codec, lines, args, warn), len(lines))
     return 0
 
 def average_command(args) -> int:
@@ -682,6 +737,7 @@ def evaluate_command(args) -> int:
     if args.data_dir and not args.test:                                         # data errors first
         ensure_splits(_splits(args, Corpus(data_dir=args.data_dir)), args.data_dir)
     model, codec, info = _open(args)
+    _check_beam(args, model)
     corpus = eval_corpus(args, info)
     splits = _splits(args, corpus)
     corpus.check(splits, info["src"], info["tgt"])
@@ -803,9 +859,7 @@ def bench_translate_command(args) -> int:
     res = bench_translation(**{k: getattr(args, k) for k in names}, command=cmd,
                             more_engines=onnx_engines if onnx_available() else None)
     if args.output:
-        tmp = Path(args.output).with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, args.output)
+        with atomic_file(args.output) as f: f.write(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(res) if args.json else bench_table(res))
     return 0
 
@@ -891,8 +945,8 @@ def _interrupted(args, e: KeyboardInterrupt, argv: list[str], argv_given: bool) 
     signum = int(getattr(e, "signum", signal.SIGINT))
     head = f"annotated-transformer {args.command}: stopped by {signal.Signals(signum).name}"
     if _rank() != 0: return 128 + signum
-    if args.command != "train":
-        print(head, file=sys.stderr)
+    if args.command != "train":               # translate: what it kept (`_keep_partial`)
+        print(head + (f"; {e.kept}" if getattr(e, "kept", None) else ""), file=sys.stderr)
         return 128 + signum
     msg, d, resumable = _stop_message(args, e, head)
     if resumable:

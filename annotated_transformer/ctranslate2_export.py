@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import Transformer
-from .runtime import bf16_native
+from .runtime import bf16_native, write_folder_atomically
 from .data import BPECodec, WordCodec, codec_from_dict, load_split
 from .decoding import (length_normalization, decode_corpus, fused_single_query, SearchLevers,
                                             pack_linears, PackedLinear)
@@ -22,9 +22,9 @@ from .checkpoints import load_checkpoint, model_from_checkpoint
 from .pretrained import export_model, load_model
 
 # %% auto #0
-__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'LEVERS', 'codec_tokens', 'to_ctranslate2_spec', 'write_folder_atomically',
-           'export_ctranslate2', 'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2', 'quantize_int8',
-           'bench_translation', 'bench_table']
+__all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'LEVERS', 'codec_tokens', 'to_ctranslate2_spec', 'export_ctranslate2',
+           'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2', 'quantize_int8', 'bench_translation',
+           'bench_table']
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b144c06d
 def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
@@ -144,25 +144,6 @@ def _resolve(model, codec=None) -> tuple[Transformer, WordCodec|BPECodec, str]:
     # a shipped name or a model folder; checks its sha256 sums
     m, c, _ = load_model(model)
     return m, codec or c, str(model)
-
-# %% ../nbs/34_ctranslate2_export.ipynb #2840e475
-def write_folder_atomically(out: Path,   # the folder to write; an earlier one there is replaced
-                            write,       # write(tmp): fills a new folder beside `out`
-                           ) -> Path:    # out
-    "Fill a temporary folder beside `out`, then put it in `out`'s place; on any error, remove it."
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        write(tmp)
-        # temporary files are private (0600): a model is for everyone
-        for p in tmp.iterdir(): os.chmod(p, 0o644)
-        os.chmod(tmp, 0o755)
-        if out.exists(): shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #99f72449
 def export_ctranslate2(

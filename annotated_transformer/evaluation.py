@@ -16,8 +16,8 @@ from .data import WordCodec, BPECodec
 from .decoding import decode_corpus
 
 # %% auto #0
-__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'translate', 'evaluate_bleu', 'nbest_row',
-           'translate_nbest', 'score_sets', 'score_table']
+__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'encode_lines', 'translate',
+           'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -101,7 +101,7 @@ def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
     return out, cut
 
 # %% ../nbs/15_evaluation.ipynb #3beb54b3
-def _encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequence[str],
+def encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequence[str],
                   warn: Callable[[str], None]|None,
                  ) -> tuple[list[int], list[list[int]]]: # indices of the non-blank lines; their ids
     "The non-blank sentences as `<s> … </s>` ids, over-long ones cut to fit (with a warning)."
@@ -127,7 +127,7 @@ def translate(model: nn.Module,                # a trained `Transformer` in eval
              ) -> list[str]:                   # detokenized translations, "" for blank input
     "Translate raw sentences with beam search (§6.1) and detokenize."
     sentences = list(sentences)
-    todo, ids = _encode_lines(model, codec, sentences, warn)
+    todo, ids = encode_lines(model, codec, sentences, warn)
     hyps = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress,
                          early_stop=early_stop)
     out = [""] * len(sentences)
@@ -160,7 +160,7 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
                    ) -> list[list[tuple[float, str]]]: # per sentence (score, text), best first
     "The `n_best` translations of each raw sentence, with their scores; [] for a blank line."
     sentences = list(sentences)
-    todo, ids = _encode_lines(model, codec, sentences, warn)
+    todo, ids = encode_lines(model, codec, sentences, warn)
     lists = decode_corpus(model, ids, beam_size, length_penalty, batch_size, progress=progress,
                           n_best=n_best, early_stop=early_stop)
     out = [[] for _ in sentences]

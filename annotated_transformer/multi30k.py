@@ -18,18 +18,19 @@ from .training import FitOptions, fit, planned_updates
 from .checkpoints import (load_checkpoint, save_checkpoint,
     model_from_checkpoint, list_checkpoints, latest_checkpoint, average_checkpoints, RecipeMismatch)
 from .runtime import (seed_everything, distributed_session, hardware_summary,
-    dataclass_from_dict, bf16_native)
+    dataclass_from_dict, bf16_native, atomic_file, TrainingInterrupted)
 from .data import (build_codec, codec_from_dict, check_same_direction,
     default_direction, direction_of, resolve_data_dir, Corpus, encode_corpus, skipped_note)
 from .evaluation import translate, evaluate_bleu, score_sets
 
 # %% auto #0
-__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'WARMUP_SHARE', 'Multi30kRecipe', 'default_recipe_name',
-           'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history', 'plot_history',
-           'tensorboard_writer', 'log_to_tensorboard', 'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir',
-           'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs', 'new_vocabulary', 'prepare_run', 'run_length',
-           'fitted_warmup', 'fit_schedule', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run',
-           'average_last', 'run_summary', 'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
+__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY_COLUMNS', 'WARMUP_SHARE', 'Multi30kRecipe', 'default_recipe_name',
+           'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history', 'checkpoint_step',
+           'HistoryLog', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard', 'RunOptions', 'train_multi30k',
+           'RunDirMismatch', 'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs', 'new_vocabulary',
+           'prepare_run', 'run_length', 'fitted_warmup', 'fit_schedule', 'training_parts', 'averageable',
+           'prune_checkpoints', 'fit_run', 'average_last', 'run_summary', 'choose_and_score', 'bleu_sweep',
+           'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -133,17 +134,56 @@ def codec_from_file(path: str|os.PathLike, # vocab.json of a run or model folder
     codec.src_lang, codec.tgt_lang = src, tgt
     return codec
 
+HISTORY_COLUMNS = ["step", "train_loss", "learning_rate", "val_loss"]
+
+def _history_rows(state, after: int=0, upto: int|None=None) -> list[list]: # updates after < step ≤ upto
+    "history.csv rows of `state`'s updates `after`+1 … `upto` (None: its last)."
+    val = {s: l for s, l in state.val_loss}
+    new = []
+    for s, l, lr in reversed(state.train_loss):        # the newest first: a long run's rows stay untouched
+        if s <= after: break
+        if upto is None or s <= upto: new.append([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""])
+    return new[::-1]
+
 def write_history(state, ckpt_dir: str|os.PathLike, # a `TrainState`; the run's folder
                   plot: bool=True) -> list[Path]:     # also draw history.png; the files written
     "history.csv (step, train_loss, learning_rate, val_loss) beside the checkpoints, and its plot."
-    val = {s: l for s, l in state.val_loss}
     path = Path(ckpt_dir) / "history.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "train_loss", "learning_rate", "val_loss"])
-        w.writerows([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""]
-                    for s, l, lr in state.train_loss)
+    with atomic_file(path) as f: csv.writer(f).writerows([HISTORY_COLUMNS, *_history_rows(state)])
     return [path, plot_history(path)] if plot else [path]
+
+# %% ../nbs/16_multi30k.ipynb #c16a0001
+def checkpoint_step(path: os.PathLike|None) -> int: # a step_XXXXXXXX.pt; None: 0
+    "The update a checkpoint file holds, from its name (0 for None: a new run)."
+    return 0 if path is None else int(Path(path).stem.removeprefix("step_"))
+
+class HistoryLog:
+    "history.csv as a run goes: rows appended as they become final; cut back to the resumed update."
+    def __init__(self, ckpt_dir: str|os.PathLike,  # the run's folder
+                 resumed_at: int=0):                # the update of the checkpoint resumed from (0: new)
+        self.path, self.written, self.state, self.fresh = Path(ckpt_dir) / "history.csv", resumed_at, None, True
+        kept = []
+        if resumed_at and self.path.is_file():     # rows past the checkpoint (a killed run's) go
+            with open(self.path, newline="", encoding="utf-8") as f:
+                kept = [r for r in list(csv.reader(f))[1:] if r and int(r[0]) <= resumed_at]
+        self._rewrite(kept)
+
+    def _rewrite(self, rows):
+        with atomic_file(self.path) as f: csv.writer(f).writerows([HISTORY_COLUMNS, *rows])
+
+    def update(self, state, upto: int): # the `TrainState`; the last update whose row is final
+        "Write the rows up to `upto` not written yet: the first time all of `state`'s, then appended."
+        self.state = state
+        if self.fresh:                              # the state (from the checkpoint) is the whole truth
+            self._rewrite(_history_rows(state, 0, upto))
+            self.fresh = False
+        elif new := _history_rows(state, self.written, upto):
+            with open(self.path, "a", newline="", encoding="utf-8") as f: csv.writer(f).writerows(new)
+        self.written = max(self.written, upto)
+
+    def finish(self, upto: int|None=None): # the last update to write (None: the state's last)
+        "Write the rows left (after the last update, or a stop at the update a checkpoint holds)."
+        if self.state is not None: self.update(self.state, self.state.step if upto is None else upto)
 
 # %% ../nbs/16_multi30k.ipynb #d963249b
 def plot_history(csv_path: str|os.PathLike, # a history.csv
@@ -462,9 +502,9 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
             log("this CPU computes bf16 natively: precision bf16 (--precision bf16) trains faster here, "
                 "approximately (chapter 16, 'Why these choices'); the recipe stays fp32")
     def on_step(state):
+        if history is not None: history.update(state, state.step - 1)  # the rows before are final
         if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
             prune_checkpoints(ckpt_dir, recipe.save_every, keep)
-            write_history(state, ckpt_dir, plot=False)
         if board is not None: log_to_tensorboard(board, state)
     extra = {"task": "multi30k", "recipe_name": run.recipe_name, "seed": run.seed,
              "max_train_pairs": run.max_train_pairs, "src": run.src, "tgt": run.tgt,
@@ -474,12 +514,17 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
         vocab_json = json.dumps(run.codec.to_dict(), ensure_ascii=False)
         (ckpt_dir / "vocab.json").write_text(vocab_json, encoding="utf-8")
     board = tensorboard_writer(ckpt_dir / "tensorboard") if ctx.is_main else None
+    history = HistoryLog(ckpt_dir, checkpoint_step(run.existing)) if ctx.is_main else None
     t = time.perf_counter()
     how = FitOptions(max_steps=total, epochs=n_epochs, accum_steps=recipe.accum_steps,
                      clip_grad=recipe.clip_grad, precision=o.precision, device=ctx.device,
                      save_every=recipe.save_every, progress=o.progress)
-    state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader, resume_from=run.existing,
-                checkpoint_dir=ckpt_dir, extra=extra, on_step=on_step)
+    try: state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader,
+                     resume_from=run.existing, checkpoint_dir=ckpt_dir, extra=extra, on_step=on_step)
+    except TrainingInterrupted as e:       # the rows of the updates its checkpoint holds
+        if history is not None: history.finish(checkpoint_step(e.checkpoint) if e.forced else e.step)
+        raise
+    if history is not None: history.finish()
     if board is not None:
         log_to_tensorboard(board, state)
         board.close()

@@ -16,7 +16,8 @@ from .embeddings import BOS_IDX, EOS_IDX
 from .encoder_decoder import EncoderDecoder, KVCache
 from .model import Transformer
 from .data import WordCodec, BPECodec
-from .ctranslate2_export import _resolve, write_folder_atomically
+from .runtime import write_folder_atomically
+from .ctranslate2_export import _resolve
 
 # %% auto #0
 __all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'export_copy', 'EncoderGraph', 'DecoderStepGraph',
