@@ -18,7 +18,7 @@ from .runtime import default_device, distributed_session, atomic_file
 from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
     model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
 from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_split,
-    resolve_data_dir, skipped_note)
+    resolve_data_dir, skipped_note, DirectionMismatch)
 from annotated_transformer.evaluation import (translate, encode_lines, nbest_row, score_sets,
     score_table)
 from .copy_task import COPY_MAX_STEPS, train_copy, copy_scores
@@ -30,7 +30,7 @@ from .performance import run_benchmarks, format_report
 from annotated_transformer.ctranslate2_export import (export_ctranslate2, bench_translation,
     bench_table)
 from .onnx_export import export_onnx, onnx_engines, onnx_available
-from .pretrained import export_model, open_translator
+from .pretrained import SHIPPED, export_model, open_translator
 from .decoding import MAX_LENGTH_PENALTY, pack_linears, decode_corpus
 
 # %% auto #0
@@ -515,6 +515,11 @@ def train_multi30k_command(args) -> int:
     options = RunOptions(**run, corpus=files, vocab_file=vocab_file)
     try: res = train_multi30k(options, **overrides)
     except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
+    except DirectionMismatch as e:                           # --resume with another --src/--tgt
+        s, t = e.want
+        raise ValueError(f"--resume: {e.where} translates {e.have[0]}→{e.have[1]}, not {s}→{t}: drop "
+                         f"--src/--tgt to continue it, or train {s}→{t} (--src {s} --tgt {t}) in "
+                         f"another --checkpoint-dir") from None
     if not res: return 0                                 # a non-main rank of a distributed run
     if args.json: print(json.dumps(res, ensure_ascii=False))
     else: _print_multi30k(res)
@@ -613,10 +618,19 @@ def _open(args):
     "The model, codec and description that --checkpoint/--model/--src/--tgt/--device ask for."
     _check_output(getattr(args, "output", None))   # translate, evaluate and attention write --output
     device = default_device(args.device)
-    model, codec, info = open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
+    try: model, codec, info = open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
+    except DirectionMismatch as e: raise _direction_in_flags(e, args) from None
     # on a CPU, linear layers multiply by oneDNN-packed weights (chapter 14): faster, same math
     # to rounding (ids agree but where a near-tie decides)
     return (pack_linears(model) if device.type == "cpu" else model), codec, info
+
+def _direction_in_flags(e: DirectionMismatch, args) -> ValueError:
+    "The chapter's `DirectionMismatch`, worded in flags: the shipped model or the flags that train one."
+    s, t = e.want
+    what = f"--model {args.model}" if args.model else f"--checkpoint {args.checkpoint}"
+    shipped = f"--model {s}-{t}, or " if f"{s}-{t}" in SHIPPED else ""
+    return ValueError(f"{what} translates {e.have[0]}→{e.have[1]}, not {s}→{t}: use {shipped}a model "
+                      f"trained by `annotated-transformer train --src {s} --tgt {t}`")
 
 def _check_beam(args, model):  # translate's and evaluate's --beam-size (and --n-best)
     "Refuse a beam wider than the target vocabulary: it keeps no more hypotheses, only more memory."
@@ -908,12 +922,12 @@ def _default_checkpoint_dir(args,
                             files=None,         # the run's files (None: --train/--valid, if given)
                             exists: bool=True,  # only a directory that exists (an interrupted run's)
                            ) -> Path|None:
-    "Where Multi30k `train` keeps checkpoints without --checkpoint-dir (checkpoints/multi30k-RECIPE)."
+    "Where `train` keeps checkpoints without --checkpoint-dir (checkpoints/DATA-RECIPE, after its data)."
     if args.checkpoint_dir or args.task != "multi30k": return None
     try:
         if not files and args.train: files = Corpus.files(args.train, args.valid or args.train)
         name = recipe_name or args.recipe_name or default_recipe_name(default_device(args.device))
-        d = default_checkpoint_dir(name, args.src, args.tgt, files)     # the chapter's own rule
+        d = default_checkpoint_dir(name, args.src, args.tgt, files, args.data_dir)  # the chapter's rule
     except Exception: return None
     return d if d.is_dir() or not exists else None
 

@@ -24,10 +24,10 @@ __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS
            'MULTI30K_HOWTO', 'SPACE', 'NORMAL_FORM', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir',
            'split_files', 'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'decode_utf8',
            'iter_lines', 'read_lines', 'read_parallel', 'ensure_splits', 'default_direction', 'check_direction',
-           'direction_of', 'check_same_direction', 'load_split', 'available_test_splits', 'corpus_file', 'read_corpus',
-           'skipped_note', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize', 'sentence_ids', 'Vocab',
-           'WordCodec', 'train_bpe', 'BPECodec', 'codec_from_dict', 'build_codec', 'encode_pairs', 'PackedPairs',
-           'encode_corpus']
+           'direction_of', 'DirectionMismatch', 'check_same_direction', 'load_split', 'available_test_splits',
+           'corpus_file', 'read_corpus', 'skipped_note', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize',
+           'sentence_ids', 'Vocab', 'WordCodec', 'train_bpe', 'BPECodec', 'codec_from_dict', 'build_codec',
+           'encode_pairs', 'PackedPairs', 'encode_corpus']
 
 # %% ../nbs/13_data.ipynb #79fad637
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -332,16 +332,23 @@ def direction_of(extra: dict|None,                      # a checkpoint's extra: 
     return default_direction(src or extra.get("src") or vocab.get("src_lang"),
                              tgt or extra.get("tgt") or vocab.get("tgt_lang"))
 
+class DirectionMismatch(ValueError):
+    "A model asked to translate another direction than its own; the command line words it in flags."
+    def __init__(self, where,                # the model, named in the message
+                 have: tuple[str, str],      # what it translates
+                 want: tuple[str, str]):     # what was asked for
+        self.where, self.have, self.want = where, tuple(have), tuple(want)
+        super().__init__(f"{where} translates {have[0]}→{have[1]}, not {want[0]}→{want[1]}; "
+                         f"use a model trained {want[0]}→{want[1]}")
+
 def check_same_direction(have: tuple[str, str],        # what the model translates
                          src: str|None, tgt: str|None,  # what was asked for (None: anything)
                          where):                        # the model, named in the error
-    "Refuse to use a model the other way round: asking en→de of a de→en model is an error."
+    "Refuse to use a model the other way round: asking en→de of a de→en model is a `DirectionMismatch`."
     if (src is None or src == have[0]) and (tgt is None or tgt == have[1]): return
     try: want = default_direction(src, tgt)             # what was meant: the one rule
     except ValueError: want = (src or "?", tgt or "?")  # one language that pairs with no default
-    s, t = want
-    raise ValueError(f"{where} translates {have[0]}→{have[1]}, not {s}→{t}; use a model trained "
-                     f"{s}→{t} (train one with src={s!r}, tgt={t!r})")
+    raise DirectionMismatch(where, have, want)
 
 # %% ../nbs/13_data.ipynb #94d0a6f2
 def load_split(split: str,                               # "train", "val", "test_2016_flickr", ...

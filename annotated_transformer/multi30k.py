@@ -84,14 +84,18 @@ def default_recipe_name(device: torch.device) -> str:
 def default_checkpoint_dir(recipe_name: str,                      # a key of RECIPES
                            src: str|None=None, tgt: str|None=None, # see `default_direction`
                            corpus: Corpus|None=None, # your files: named after their folder
+                           data_dir: str|os.PathLike|None=None, # a data root (see `resolve_data_dir`)
                           ) -> Path:
-    "A new run's folder: checkpoints/multi30k-RECIPE[-SRC-TGT]; your files: …/FOLDER-RECIPE-SRC-TGT."
+    "A new run's folder, named after its data: checkpoints/DATA-RECIPE[-SRC-TGT]."
     src, tgt = default_direction(src, tgt)
     if corpus is not None and corpus.kind == "files":
         folder = Path(corpus.train).parent.name or "corpus"
         return Path(f"checkpoints/{folder}-{recipe_name}-{src}-{tgt}")
+    # Multi30k (its multi30k/ folder, or the cache), else the data folder's name (the shipped sample's)
+    folder, cached = resolve_data_dir(data_dir or (corpus.data_dir if corpus is not None else None))
+    data = "multi30k" if cached or folder.name == "multi30k" else folder.name
     suffix = "" if (src, tgt) == default_direction(None, None) else f"-{src}-{tgt}"
-    return Path(f"checkpoints/multi30k-{recipe_name}{suffix}")
+    return Path(f"checkpoints/{data}-{recipe_name}{suffix}")
 
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
 # the recipe fields a resumed run applies
@@ -231,7 +235,7 @@ class RunOptions:
     "What a Multi30k run is asked besides its recipe: where, how long, on what, which direction."
     # the recipe, a key of RECIPES (default: fitted to the device: base on a GPU, small on a CPU)
     recipe_name: str|None = None
-    # directory for checkpoints (default: checkpoints/multi30k-RECIPE)
+    # directory for checkpoints (default: checkpoints/DATA-RECIPE, DATA: multi30k or the data folder)
     checkpoint_dir: str|os.PathLike|None = None
     data_dir: str|os.PathLike|None = None  # data root (see chapter 13)
     # continue the run in the checkpoint directory from its latest checkpoint
@@ -391,7 +395,7 @@ def prepare_run(ctx,                  # the run's `distributed_session`
     if recipe_name not in RECIPES:
         raise ValueError(f"unknown recipe {recipe_name!r}; choose from {', '.join(RECIPES)}")
     if o.checkpoint_dir: ckpt_dir = Path(o.checkpoint_dir)
-    else: ckpt_dir = default_checkpoint_dir(recipe_name, src, tgt, corpus)
+    else: ckpt_dir = default_checkpoint_dir(recipe_name, src, tgt, corpus, o.data_dir)
     existing = open_run_dir(ckpt_dir, o.resume, o.vocab_file)
     if existing is not None:   # resuming: the run's own recipe, vocabulary, seed, direction, data
         resumed = resume_run(existing, asked, src, tgt, corpus, o.data_dir)

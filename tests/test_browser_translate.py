@@ -258,6 +258,12 @@ def test_attention_matches_pytorch(loaded, reference):
     assert page.locator(".at-maps canvas").count() == 3
     page.select_option("#at-tr-head", "mean"); page.select_option("#at-tr-layer", "0")
     assert page.locator(".at-maps canvas").count() == 3
+    # one numbering for the book: layers and heads from 0, as chapter 18's figures and the `attention` command count them
+    n_layers = len(r["attention"]["cross"])
+    assert page.locator("#at-tr-layer option").all_inner_texts() == [str(i) for i in range(n_layers)]
+    assert page.locator("#at-tr-head option").all_inner_texts()[1:2] == ["0"]
+    page.select_option("#at-tr-head", "0")
+    assert "layer 0, head 0" in page.locator(".at-maps canvas").first.get_attribute("aria-label")
 
 
 def test_keyboard_only(site, browser):

@@ -264,3 +264,27 @@ def test_history_reaches_the_disk_and_a_resumed_run_appends(tmp_path):
     assert [int(r[0]) for r in second] == list(range(1, k2 + 1)), (k, k2, second[k - 2:k + 3])
     assert second[:k] == first                                               # the rows before the stop, kept as they were
     assert all(r[1] != "999" for r in second)                                # the killed run's rows are gone
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Smaller: errors worded in flags; one numbering of layers and heads
+# --------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flags, want", [(["--src", "en"], "en→de: use --model en-de, or a model trained by "
+                                                          "`annotated-transformer train --src en --tgt de`"),
+                                         (["--src", "en", "--tgt", "fr"], "en→fr: use a model trained by "
+                                                                          "`annotated-transformer train --src en --tgt fr`")])
+def test_a_direction_mismatch_names_flags_not_keywords(capsys, flags, want):
+    rc, out, err = run_main(capsys, "translate", "--model", "de-en", *flags, "Hallo")
+    assert (rc, out) == (1, ""), err
+    assert messages(err) == [f"annotated-transformer translate: error: --model de-en translates de→en, not {want}"], err
+    assert "src=" not in err and "tgt=" not in err
+
+
+def test_layers_and_heads_are_numbered_from_0_everywhere():
+    "The figures of chapter 18 and the `attention` command count from 0; the browser page's menus and labels too."
+    help_text = " ".join(build_parser().commands["attention"].format_help().split())
+    assert "--layer LAYER layer, from 0" in help_text and "--head HEAD one head, from 0" in help_text
+    js = (ROOT / "web/src/translate.js").read_text(encoding="utf-8")
+    assert "i + 1" not in js and "l + 1" not in js and "Number(hv) + 1" not in js    # no 1-based labels
+    assert js.count("value: String(i), text: String(i)") == 2                        # layer and head menus

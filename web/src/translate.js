@@ -113,7 +113,7 @@ function build(root) {
         ? per[0].map((row, i) => row.map((_, j) => per.reduce((s, hm) => s + hm[i][j], 0) / per.length))
         : per[Number(hv)];
       const canvas = el('canvas', { role: 'img',
-        'aria-label': `${title}, layer ${l + 1}, ${hv === 'mean' ? 'mean of heads' : 'head ' + (Number(hv) + 1)}` });
+        'aria-label': `${title}, layer ${l}, ${hv === 'mean' ? 'mean of heads' : 'head ' + hv}` });
       canvas.dataset.kind = kind;
       heatmap(canvas, m, a[rk], a[ck]);
       maps.append(el('figure', {}, canvas, el('figcaption', { text: title })));
@@ -141,10 +141,10 @@ function build(root) {
       last = res;
       output.textContent = res.text;
       const cfg = tr.cfg;
-      layer.replaceChildren(...Array.from({ length: cfg.n_layers }, (_, i) => el('option', { value: String(i), text: String(i + 1) })));
+      layer.replaceChildren(...Array.from({ length: cfg.n_layers }, (_, i) => el('option', { value: String(i), text: String(i) })));
       layer.value = String(cfg.n_layers - 1);
       head.replaceChildren(el('option', { value: 'mean', text: 'mean of heads' }),
-        ...Array.from({ length: cfg.n_heads }, (_, i) => el('option', { value: String(i), text: String(i + 1) })));
+        ...Array.from({ length: cfg.n_heads }, (_, i) => el('option', { value: String(i), text: String(i) })));
       viz.hidden = false;
       drawMaps();
       setStatus(`${DIRECTIONS[direction]}, ${beam === 1 ? 'greedy' : 'beam ' + beam}: ` +
