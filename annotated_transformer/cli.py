@@ -34,7 +34,7 @@ from .pretrained import SHIPPED, export_model, open_translator
 from .decoding import MAX_LENGTH_PENALTY, pack_linears, decode_corpus
 
 # %% auto #0
-__all__ = ['RECIPE_FLAGS', 'BEAM_MEMORY', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
+__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
            'non_negative_float', 'positive_float', 'length_penalty_arg', 'smoothing_arg', 'lang_code', 'vocab_arg',
            'Options', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command', 'train_copy_command',
            'translate_command', 'average_command', 'eval_corpus', 'evaluate_command', 'attention_command', 'parse_base',
@@ -211,14 +211,14 @@ def _add_model(s, more: str, required: bool=False):
     add_field(which, Options, "model", more=more)
 
 # what a beam costs, said in the help of --beam-size
-BEAM_MEMORY = ("at most the target vocabulary (8,000 tokens for the shipped models); memory grows with "
-               "beam size × batch size, since each hypothesis keeps its own key/value cache and a row of "
-               "scores over the vocabulary: with the shipped models, --beam-size 1000 takes about 0.6 GB for one "
-               "sentence and 1.7 GB for eight")
+_BEAM_MEMORY = ("at most the target vocabulary (8,000 tokens for the shipped models); memory grows "
+                "with beam size × batch size, since each hypothesis keeps its own key/value cache and a "
+                "row of scores over the vocabulary: with the shipped models, --beam-size 1000 takes "
+                "about 0.6 GB for one sentence and 1.7 GB for eight")
 
 def _add_decoding(s, directions="(default: the model's; another is an error)"):
     "Beam search and its stopping rule, batch, device, direction: what `translate` and `evaluate` share."
-    add_field(s, Options, "beam_size", more=BEAM_MEMORY)
+    add_field(s, Options, "beam_size", more=_BEAM_MEMORY)
     for name in ("length_penalty", "early_stop", "batch_size", "device"): add_field(s, Options, name)
     for name in ("src", "tgt"): add_field(s, Options, name, type=lang_code, more=directions)
 
@@ -672,7 +672,7 @@ def _write_rows(path, per_line, n_lines: int|None) -> int:  # --output; rows per
     try:
         for rows in per_line:
             done.append(rows)
-            if path in (None, "-"): sys.stdout.write("".join(r + "\n" for r in rows)); sys.stdout.flush()
+            if path in (None, "-"): print(*rows, sep="\n", end="\n" if rows else "", flush=True)
     except KeyboardInterrupt as e:
         e.kept = _keep_partial(path, done, n_lines)                  # said by `_interrupted`
         raise

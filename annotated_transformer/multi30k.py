@@ -146,7 +146,8 @@ def _history_rows(state, after: int=0, upto: int|None=None) -> list[list]: # upd
     new = []
     for s, l, lr in reversed(state.train_loss):        # the newest first: a long run's rows stay untouched
         if s <= after: break
-        if upto is None or s <= upto: new.append([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""])
+        if upto is None or s <= upto:
+            new.append([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""])
     return new[::-1]
 
 def write_history(state, ckpt_dir: str|os.PathLike, # a `TrainState`; the run's folder
@@ -165,7 +166,8 @@ class HistoryLog:
     "history.csv as a run goes: rows appended as they become final; cut back to the resumed update."
     def __init__(self, ckpt_dir: str|os.PathLike,  # the run's folder
                  resumed_at: int=0):                # the update of the checkpoint resumed from (0: new)
-        self.path, self.written, self.state, self.fresh = Path(ckpt_dir) / "history.csv", resumed_at, None, True
+        self.path, self.written = Path(ckpt_dir) / "history.csv", resumed_at
+        self.state, self.fresh = None, True        # the run's `TrainState`, once an update is done
         kept = []
         if resumed_at and self.path.is_file():     # rows past the checkpoint (a killed run's) go
             with open(self.path, newline="", encoding="utf-8") as f:
