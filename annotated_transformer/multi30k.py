@@ -24,13 +24,13 @@ from .data import (build_codec, codec_from_dict, check_same_direction,
 from .evaluation import translate, evaluate_bleu, score_sets
 
 # %% auto #0
-__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY_COLUMNS', 'WARMUP_SHARE', 'Multi30kRecipe', 'default_recipe_name',
-           'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history', 'checkpoint_step',
-           'HistoryLog', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard', 'RunOptions', 'train_multi30k',
-           'RunDirMismatch', 'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs', 'new_vocabulary',
-           'prepare_run', 'run_length', 'fitted_warmup', 'fit_schedule', 'training_parts', 'averageable',
-           'prune_checkpoints', 'fit_run', 'average_last', 'run_summary', 'choose_and_score', 'bleu_sweep',
-           'plot_bleu_sweep']
+__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY_COLUMNS', 'WARMUP_SHARE', 'MIN_UPDATES', 'Multi30kRecipe',
+           'default_recipe_name', 'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history',
+           'checkpoint_step', 'HistoryLog', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard', 'RunOptions',
+           'train_multi30k', 'RunDirMismatch', 'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs',
+           'new_vocabulary', 'prepare_run', 'run_length', 'fit_length', 'fitted_warmup', 'fit_schedule',
+           'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary',
+           'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -351,6 +351,7 @@ class Multi30kRun:
     n_train: int = 0
     skipped: dict = field(default_factory=dict)  # split -> "FILE line N" of each pair left out
     fit_schedule: bool = False                   # a new run on your files: fit the warmup to it
+    fit_length: bool = False                     # a new run on your files: at least MIN_UPDATES
 
 # %% ../nbs/16_multi30k.ipynb #3d9b064d
 def read_pairs(corpus: Corpus, src: str, tgt: str, # the data and the direction
@@ -413,14 +414,15 @@ def prepare_run(ctx,                  # the run's `distributed_session`
     train_pairs, val_pairs, skipped = read_pairs(corpus, src, tgt, max_pairs, ctx.is_main, log)
     if existing is None:
         recipe, codec = new_vocabulary(o, recipe_name, overrides, train_pairs, src, tgt, ctx.is_main, log)
-    fitted = existing is None and corpus.kind == "files"
-    fitted = fitted and not {"warmup_steps", "lr_scale"} & overrides.keys()
+    yours = existing is None and corpus.kind == "files"
+    fitted = yours and not {"warmup_steps", "lr_scale"} & overrides.keys()
     return Multi30kRun(recipe_name, recipe, codec, ckpt_dir, existing, seed, max_pairs, src, tgt,
                        corpus, tuple(splits), train_pairs, val_pairs, skipped=skipped,
-                       fit_schedule=fitted)
+                       fit_schedule=fitted, fit_length=yours and "epochs" not in overrides)
 
 # %% ../nbs/16_multi30k.ipynb #7b1c4d2f
 WARMUP_SHARE = 1 / 4   # on your files, warm up over at most this share of the planned updates
+MIN_UPDATES = 500      # on your files, without --epochs/--max-steps: at least this many updates
 
 def run_length(n_batches: int, recipe: Multi30kRecipe,  # batches per epoch; the run's recipe
                max_steps: int|None, epochs: int|None,    # as `RunOptions` holds them
@@ -429,6 +431,20 @@ def run_length(n_batches: int, recipe: Multi30kRecipe,  # batches per epoch; the
     n_epochs = epochs if epochs is not None else (None if max_steps is not None else recipe.epochs)
     return (n_epochs, math.ceil(n_batches / recipe.accum_steps),
             planned_updates(n_batches, recipe.accum_steps, max_steps, n_epochs))
+
+def fit_length(recipe: Multi30kRecipe, n_batches: int, # the run's recipe; batches per epoch
+               log=None,                                # callable for the line that says so
+              ) -> Multi30kRecipe:
+    "The recipe, its epochs raised so that the run makes at least `MIN_UPDATES` updates."
+    per_epoch = math.ceil(n_batches / recipe.accum_steps)
+    if recipe.epochs * per_epoch >= MIN_UPDATES: return recipe
+    epochs = math.ceil(MIN_UPDATES / per_epoch)
+    if log:
+        log(f"your files make {per_epoch} update{'s' if per_epoch > 1 else ''} an epoch: the recipe's "
+            f"{recipe.epochs} epochs would be {recipe.epochs * per_epoch} updates, too few to learn; "
+            f"training {epochs} epochs ({epochs * per_epoch} updates) instead; --epochs or --max-steps "
+            f"sets the length yourself")
+    return Multi30kRecipe.from_dict({**recipe.to_dict(), "epochs": epochs})
 
 def fitted_warmup(warmup_steps: int, planned: int, # the recipe's warmup; the run's planned updates
                   share: float=WARMUP_SHARE) -> int:
@@ -448,7 +464,7 @@ def fit_schedule(recipe: Multi30kRecipe, # the run's recipe
         log(f"warmup shortened from {recipe.warmup_steps} to {w} updates ({WARMUP_SHARE:.0%} of "
             f"the {planned} planned: the recipe's warmup would outlast the run, its learning rate "
             f"never reaching the peak) and lr_scale from {recipe.lr_scale:g} to {scale:.4g}, keeping the "
-            f"recipe's peak rate; --warmup-steps sets it yourself")
+            f"recipe's peak rate; --epochs or --max-steps change the planned updates")
     return Multi30kRecipe.from_dict({**recipe.to_dict(), "warmup_steps": w, "lr_scale": scale})
 
 # %% ../nbs/16_multi30k.ipynb #ea501276
@@ -467,6 +483,8 @@ def training_parts(run: Multi30kRun, device: torch.device,
     run.train_pairs, run.n_train = None, len(train_data)   # from here on, the packed ids suffice
     loader = token_batch_loader(train_data, recipe.batch_tokens, seed=run.seed, pin_memory=pin)
     val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=pin)
+    if run.fit_length and max_steps is None and epochs is None:    # your files, no length asked
+        run.recipe = recipe = fit_length(recipe, len(loader), log)  # kept in the recipe, as below
     if run.fit_schedule:                     # kept in the run's recipe: a resumed run keeps it
         planned = run_length(len(loader), recipe, max_steps, epochs)[2]
         run.recipe = recipe = fit_schedule(recipe, planned, log)

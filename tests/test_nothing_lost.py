@@ -288,3 +288,28 @@ def test_layers_and_heads_are_numbered_from_0_everywhere():
     js = (ROOT / "web/src/translate.js").read_text(encoding="utf-8")
     assert "i + 1" not in js and "l + 1" not in js and "Number(hv) + 1" not in js    # no 1-based labels
     assert js.count("value: String(i), text: String(i)") == 2                        # layer and head menus
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 4. a run on your files plans enough updates to learn
+# --------------------------------------------------------------------------------------------------------------
+
+def test_a_run_on_your_files_plans_enough_updates(tmp_path):
+    "300 pairs with the small recipe: not 28 updates (2 an epoch, 14 epochs), which learn nothing; the note names the"
+    " flags that set a run's length, not --warmup-steps (which would not help)."
+    from types import SimpleNamespace
+    from annotated_transformer.data import Corpus
+    from annotated_transformer.multi30k import RunOptions, prepare_run, training_parts, run_length
+    c = make_corpus(tmp_path / "toy", n_train=300)
+    logs = []
+    options = RunOptions("small", checkpoint_dir=tmp_path / "run", src="xx", tgt="yy", evaluate_splits=("val",),
+                         corpus=Corpus.files(c / "train", c / "valid"))
+    run = prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), options, {}, logs.append)
+    loader = training_parts(run, torch.device("cpu"), log=logs.append)[1]
+    planned = run_length(len(loader), run.recipe, None, None)[2]
+    assert len(loader) <= 3 and planned >= 300, (len(loader), planned, logs)    # 300 updates reach ~58 BLEU here
+    assert not any("--warmup-steps" in m for m in logs), logs
+    assert any("--epochs or --max-steps" in m and str(planned) in m for m in logs), logs
+    run = prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), options, {}, logs.append)
+    loader = training_parts(run, torch.device("cpu"), max_steps=40)[1]          # a length asked for: exactly that
+    assert run_length(len(loader), run.recipe, 40, None)[2] == 40
