@@ -313,3 +313,42 @@ def test_a_run_on_your_files_plans_enough_updates(tmp_path):
     run = prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), options, {}, logs.append)
     loader = training_parts(run, torch.device("cpu"), max_steps=40)[1]          # a length asked for: exactly that
     assert run_length(len(loader), run.recipe, 40, None)[2] == 40
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 9. one recipe for the browser page
+# --------------------------------------------------------------------------------------------------------------
+
+def _recipe_commands() -> list[str]:
+    "The shell lines of chapter 35's 'Running the page locally'."
+    cells = json.loads((ROOT / "nbs/35_onnx_export.ipynb").read_text(encoding="utf-8"))["cells"]
+    text = next("".join(c["source"]) for c in cells if "## Running the page locally" in "".join(c["source"]))
+    block = text.split("## Running the page locally", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [l.split("#")[0].strip() for l in block.strip().splitlines() if l.split("#")[0].strip()]
+
+
+def test_one_recipe_builds_the_browser_page(tmp_path):
+    "Chapter 35, the deploy workflow and tools/render_docs.py build and take the page's files from one folder, web/dist."
+    import importlib.util
+    recipe = _recipe_commands()
+    assert not any("site/" in l for l in recipe), recipe
+    assert "(cd web && npm ci && npm run build)" in recipe, recipe                      # the bundle: into web/dist
+    for d in ("de-en", "en-de"):
+        assert f"annotated-transformer export --format onnx --model {d} --output web/dist/models/{d}" in recipe, recipe
+    deploy = (ROOT / ".github/workflows/deploy.yaml").read_text(encoding="utf-8")
+    assert "(cd web && npm ci && npm run build)" in deploy and "--output web/dist/models/$d" in deploy
+    assert "cp -r web/dist _docs/browser" in deploy and any("cp -r web/dist _docs/browser" in l for l in recipe)
+    # render_docs takes all of web/dist: the bundle's chunks and the models, not only its top-level files
+    spec = importlib.util.spec_from_file_location("render_docs", ROOT / "tools/render_docs.py")
+    render_docs = sys.modules.setdefault("render_docs", importlib.util.module_from_spec(spec))
+    if not hasattr(render_docs, "browser_assets"): spec.loader.exec_module(render_docs)
+    dist = tmp_path / "dist"
+    for f in ("translate.js", "chunks/a.js", "models/de-en/model.json"):
+        (dist / f).parent.mkdir(parents=True, exist_ok=True); (dist / f).write_text(f)
+    render_docs.browser_assets(tmp_path / "out", dist)
+    assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file()) == \
+        ["browser/chunks/a.js", "browser/models/de-en/model.json", "browser/translate.js"]
+    # following it leaves `git status` clean
+    r = subprocess.run(["git", "check-ignore", "web/dist/translate.js", "web/dist/models/de-en/model.json",
+                        "_docs/browser/translate.js", "site/browser/translate.js"], cwd=ROOT, capture_output=True, text=True)
+    assert len(r.stdout.split()) == 4, r.stdout
