@@ -352,3 +352,42 @@ def test_one_recipe_builds_the_browser_page(tmp_path):
     r = subprocess.run(["git", "check-ignore", "web/dist/translate.js", "web/dist/models/de-en/model.json",
                         "_docs/browser/translate.js", "site/browser/translate.js"], cwd=ROOT, capture_output=True, text=True)
     assert len(r.stdout.split()) == 4, r.stdout
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 5. the browser page treats empty and over-long input as the package does
+# --------------------------------------------------------------------------------------------------------------
+
+def node_eval(expr: str):
+    "The value of a JavaScript expression over web/src/input.js (the page's input rules), computed by node."
+    import shutil
+    if not shutil.which("node"): pytest.skip("node is not installed (the page's build needs it too)")
+    script = f"import * as m from {json.dumps((ROOT / 'web/src/input.js').as_uri())};\nconsole.log(JSON.stringify({expr}));"
+    r = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_the_page_cuts_and_skips_input_as_the_package_does():
+    from annotated_transformer.evaluation import encode_sources
+    from annotated_transformer.embeddings import BOS_IDX, EOS_IDX
+    class Ids:                                                       # a codec whose tokens are given
+        def __init__(self, ids): self.ids = ids
+        def encode_src(self, texts): return [self.ids for _ in texts]
+    for n in (3, 1022, 1023, 2000):
+        tokens = list(range(10, 10 + n))
+        want, cut = encode_sources(Ids(tokens), ["x"], max_len=1024)
+        got = node_eval(f"m.sourceIds({json.dumps(tokens)}, {{bos: {BOS_IDX}, eos: {EOS_IDX}, maxLen: 1024}})")
+        assert got == {"ids": want[0], "cut": bool(cut)}, n
+    assert node_eval("['', '  ', '\\n\\t', ' a '].map(m.isBlank)") == [True, True, True, False]   # as str.strip()
+    assert node_eval("m.cutMessage(1024)") == ("the sentence is longer than the model's maximum of 1024 tokens; "
+                                               "translating its first 1022")
+
+
+@pytest.mark.parametrize("n, dpr", [(5, 1), (100, 2), (684, 1), (684, 2), (1024, 1), (1024, 3)])
+def test_a_heatmap_stays_within_what_a_browser_draws(n, dpr):
+    layout = node_eval(f"[m.heatmapLayout({n}, {n}, {dpr}), m.MAX_CANVAS_PX, m.LABEL_PX]")
+    (cell, labels), limit, label_px = layout[0].values(), layout[1], layout[2]
+    side = (label_px + n * cell + 4) * dpr                            # the widest canvas the page draws
+    assert 1 <= cell <= 18 and side <= limit <= 16384, layout
+    assert labels == (cell >= 8) and (n > 100 or cell == 18)          # a short sentence keeps full-size, labelled cells
