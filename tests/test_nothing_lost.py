@@ -393,3 +393,29 @@ def test_a_heatmap_stays_within_what_a_browser_draws(n, dpr):
     side = (label_px + n * cell + 4) * dpr                            # the widest canvas the page draws
     assert 1 <= cell <= 18 and side <= limit <= 16384, layout
     assert labels == (cell >= 8) and (n > 100 or cell == 18)          # a short sentence keeps full-size, labelled cells
+
+
+def test_ctrl_c_through_the_console_script_keeps_the_partial(tiny_ckpt, tmp_path, capsys):
+    "The real thing: SIGINT to `annotated-transformer translate --input F --output O` once a few batches are done."
+    ckpt, _ = tiny_ckpt
+    src, out_path, err_path = tmp_path / "in.de", tmp_path / "out.en", tmp_path / "err"
+    lines = input_lines() * 25                                                        # 1,000 lines, 125 batches
+    src.write_text("".join(l + "\n" for l in lines), encoding="utf-8")
+    argv = [EXE, "translate", "--checkpoint", ckpt, "--input", src, "--beam-size", 4, "--batch-size", 8, "--device", "cpu"]
+    p = subprocess.Popen([str(a) for a in [*argv, "--output", out_path]], stdout=subprocess.DEVNULL,
+                         stderr=open(err_path, "w"), env=ENV, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 240
+    while not re.search(r"\b([4-9]\d|\d{3,})/1000\b", err_path.read_text(errors="replace")):   # 40 sentences done
+        assert p.poll() is None and time.monotonic() < deadline, err_path.read_text()[-2000:]
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=120) == 130, err_path.read_text()[-2000:]
+    partial = Path(f"{out_path}.partial")
+    assert not out_path.exists() and partial.is_file()
+    kept = partial.read_text(encoding="utf-8").splitlines()
+    msg = messages(err_path.read_text())
+    assert msg == [f"annotated-transformer translate: stopped by SIGINT; the first {len(kept):,} of 1,000 lines are "
+                   f"translated in {partial}; {out_path} was not written"], msg
+    rc, out, err = run_main(capsys, *argv[1:], "--output", tmp_path / "whole.en")          # uninterrupted, same batches
+    assert rc == 0, err
+    assert kept == (tmp_path / "whole.en").read_text(encoding="utf-8").splitlines()[:len(kept)]
