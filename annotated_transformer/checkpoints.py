@@ -15,7 +15,7 @@ from .model import Transformer, TransformerConfig, RETIRED_FIELDS
 from .fast_model import make_fast
 from fastcore.basics import patch
 from .runtime import (unwrap_model, dist_rank_world, get_rng_state, set_rng_state,
-                                           TrainingInterrupted)
+                                           TrainingInterrupted, atomic_file)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'save_checkpoint', 'load_checkpoint', 'check_config', 'model_from_checkpoint',
@@ -42,17 +42,10 @@ def _check_plain(x, where="checkpoint"):
 
 # %% ../nbs/91_checkpoints.ipynb #772e4e2d
 def _write_atomic(obj, path: Path):
-    "`torch.save(obj)` to a temporary file beside `path`, fsync, rename; on failure, no file is left."
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    "`torch.save(obj)` through the runtime's `atomic_file`; a failed write is an OSError naming `path`."
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp): os.unlink(tmp)
-        if not isinstance(e, (OSError, RuntimeError)): raise
+        with atomic_file(path, "wb") as f: torch.save(obj, f)
+    except (OSError, RuntimeError) as e:
         # torch turns a failed write (a full disk) into RuntimeError("... unexpected pos N vs M");
         # the OSError is its context
         os_err = e if isinstance(e, OSError) else e.__context__
@@ -60,10 +53,6 @@ def _write_atomic(obj, path: Path):
         why = os_err.strerror if os_err is not None and os_err.strerror else str(e).splitlines()[0]
         raise OSError(getattr(os_err, "errno", None) or errno.EIO,
                       f"cannot write checkpoint {path}: {why}; the previous checkpoints are untouched") from e
-    with contextlib.suppress(OSError):               # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-        os.fsync(dfd)
-        os.close(dfd)
 
 # %% ../nbs/91_checkpoints.ipynb #7207f74d
 def save_checkpoint(path: str|Path,              # file to write (its directory is created)

@@ -13,12 +13,14 @@ from pathlib import Path
 import torch
 from fastcore.docments import docments
 from . import __version__
-from .runtime import default_device, distributed_session
+from tqdm.auto import tqdm
+from .runtime import default_device, distributed_session, atomic_file
 from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
     model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
 from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_split,
-    resolve_data_dir, skipped_note)
-from .evaluation import translate, translate_nbest, nbest_row, score_sets, score_table
+    resolve_data_dir, skipped_note, DirectionMismatch)
+from annotated_transformer.evaluation import (translate, encode_lines, nbest_row, score_sets,
+    score_table)
 from .copy_task import COPY_MAX_STEPS, train_copy, copy_scores
 from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
     default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
@@ -28,8 +30,9 @@ from .performance import run_benchmarks, format_report
 from .ctranslate2_export import export_ctranslate2
 from .onnx_export import export_onnx, onnx_available
 from .benchmarking import bench_translation, bench_table
-from .pretrained import export_model, open_translator
+from .pretrained import SHIPPED, export_model, open_translator
 from .decoding import MAX_LENGTH_PENALTY, SearchOptions
+from .fast_decoding import decode_batches
 from .fast_model import pack_linears, enlarge_onednn_cache
 
 # %% auto #0
@@ -210,10 +213,16 @@ def _add_model(s, more: str, required: bool=False):
     add_field(which, Options, "checkpoint")
     add_field(which, Options, "model", more=more)
 
+# what a beam costs, said in the help of --beam-size
+_BEAM_MEMORY = ("at most the target vocabulary (8,000 tokens for the shipped models); memory grows "
+                "with beam size × batch size, since each hypothesis keeps its own key/value cache and a "
+                "row of scores over the vocabulary: with the shipped models, --beam-size 1000 takes "
+                "about 0.6 GB for one sentence and 1.7 GB for eight")
+
 def _add_decoding(s, directions="(default: the model's; another is an error)"):
     "Beam search and its stopping rule, batch, device, direction: what `translate` and `evaluate` share."
-    for name in ("beam_size", "length_penalty", "early_stop", "batch_size", "device"):
-        add_field(s, Options, name)
+    add_field(s, Options, "beam_size", more=_BEAM_MEMORY)
+    for name in ("length_penalty", "early_stop", "batch_size", "device"): add_field(s, Options, name)
     for name in ("src", "tgt"): add_field(s, Options, name, type=lang_code, more=directions)
 
 _SHIPPED_DEFAULT = "(default without --checkpoint: the shipped model for --src/--tgt, de-en)"
@@ -515,6 +524,11 @@ def train_multi30k_command(args) -> int:
     options = RunOptions(**run, corpus=files, vocab_file=vocab_file)
     try: res = train_multi30k(options, **overrides)
     except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
+    except DirectionMismatch as e:                           # --resume with another --src/--tgt
+        s, t = e.want
+        raise ValueError(f"--resume: {e.where} translates {e.have[0]}→{e.have[1]}, not {s}→{t}: drop "
+                         f"--src/--tgt to continue it, or train {s}→{t} (--src {s} --tgt {t}) in "
+                         f"another --checkpoint-dir") from None
     if not res: return 0                                 # a non-main rank of a distributed run
     if args.json: print(json.dumps(res, ensure_ascii=False))
     else: _print_multi30k(res)
@@ -594,12 +608,12 @@ def _lines_in(args) -> list[str]:
 
 # %% ../nbs/92_cli.ipynb #3cc27407
 @contextlib.contextmanager
-def _writer(path):  # --output: a file (UTF-8, \n line ends), or stdout for None and "-"
+def _writer(path):  # --output: a file (UTF-8, \n line ends, written whole or not at all), or stdout
     if path in (None, "-"):
         yield sys.stdout
         return
     try:
-        with open(path, "w", encoding="utf-8", newline="\n") as f: yield f
+        with atomic_file(path) as f: yield f
     except OSError as e: raise OSError(f"--output {path}: could not write it ({e.strerror or e})") from None
 
 def _check_output(path):  # --output FILE, refused before anything is loaded or decoded
@@ -613,10 +627,27 @@ def _open(args):
     "The model, codec and description that --checkpoint/--model/--src/--tgt/--device ask for."
     _check_output(getattr(args, "output", None))   # translate, evaluate and attention write --output
     device = default_device(args.device)
-    model, codec, info = open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
+    try: model, codec, info = open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
+    except DirectionMismatch as e: raise _direction_in_flags(e, args) from None
     # on a CPU, linear layers multiply by oneDNN-packed weights (chapter 14): faster, same math
     # to rounding (ids agree but where a near-tie decides)
     return (pack_linears(model) if device.type == "cpu" else model), codec, info
+
+def _direction_in_flags(e: DirectionMismatch, args) -> ValueError:
+    "The chapter's `DirectionMismatch`, worded in flags: the shipped model or the flags that train one."
+    s, t = e.want
+    what = f"--model {args.model}" if args.model else f"--checkpoint {args.checkpoint}"
+    shipped = f"--model {s}-{t}, or " if f"{s}-{t}" in SHIPPED else ""
+    return ValueError(f"{what} translates {e.have[0]}→{e.have[1]}, not {s}→{t}: use {shipped}a model "
+                      f"trained by `annotated-transformer train --src {s} --tgt {t}`")
+
+def _check_beam(args, model):  # translate's and evaluate's --beam-size (and --n-best)
+    "Refuse a beam wider than the target vocabulary: it keeps no more hypotheses, only more memory."
+    flag, k = max(("--beam-size", args.beam_size), ("--n-best", getattr(args, "n_best", None) or 0),
+                  key=lambda fk: fk[1])
+    if k > (vocab := model.config.tgt_vocab_size):
+        raise ValueError(f"{flag} {k} is larger than the model's target vocabulary of {vocab:,} "
+                         f"tokens: use at most {vocab}")
 
 # %% ../nbs/92_cli.ipynb #83856533
 def search_options(args) -> SearchOptions:
@@ -625,26 +656,64 @@ def search_options(args) -> SearchOptions:
                          early_stop=args.early_stop, n_best=getattr(args, "n_best", None) or None)
 
 # %% ../nbs/92_cli.ipynb #8ff2d0ff
+def _translated_lines(model, codec, lines: list[str], args, warn,
+                     ):  # yields each input line's output rows, in input order
+    "Each line's translation (or n-best rows) as soon as it and every line before it are done."
+    todo, ids = encode_lines(model, codec, lines, warn)
+    out = [[] if args.n_best else [""] for _ in lines]             # a blank line: blank, no n-best row
+    finished, ready = [True] * len(lines), 0
+    for i in todo: finished[i] = False
+    with tqdm(total=len(ids), desc="decoding", unit="sent", file=sys.stderr,
+              disable=len(lines) < 2) as bar:
+        for b, hyps in decode_batches(model, ids, search_options(args), batch_size=args.batch_size):
+            for i, h in ((todo[j], h) for j, h in zip(b, hyps)):
+                finished[i] = True
+                out[i] = ([nbest_row(i + 1, r, s, codec.decode_tgt(t)) for r, (s, t) in enumerate(h, 1)]
+                          if args.n_best else [codec.decode_tgt(h)])
+            bar.update(len(b))
+            while ready < len(lines) and finished[ready]:
+                yield out[ready]
+                ready += 1
+    yield from out[ready:]                                          # blank lines after the last batch
+
+# %% ../nbs/92_cli.ipynb #b1c2d3e4
+def _write_rows(path, per_line, n_lines: int|None) -> int:  # --output; rows per input line; how many
+    "Stdout: each line's rows at once. FILE: written whole at the end; a stop keeps FILE.partial."
+    done = []
+    try:
+        for rows in per_line:
+            done.append(rows)
+            if path in (None, "-"): print(*rows, sep="\n", end="\n" if rows else "", flush=True)
+    except KeyboardInterrupt as e:
+        e.kept = _keep_partial(path, done, n_lines)                  # said by `_interrupted`
+        raise
+    if path not in (None, "-"):
+        with _writer(path) as f: f.write("".join(r + "\n" for rows in done for r in rows))
+    return len(done)
+
+def _keep_partial(path, done: list, n_lines: int|None) -> str:
+    "After a stop: the finished lines (in input order) in FILE.partial, never in FILE; what was kept."
+    of = f" of {n_lines:,}" if n_lines is not None else ""
+    if path in (None, "-"): return f"the first {len(done):,}{of} lines were written to stdout"
+    with _writer(partial := f"{path}.partial") as f:
+        f.write("".join(r + "\n" for rows in done for r in rows))
+    return (f"the first {len(done):,}{of} lines are translated in {partial}; "
+            f"{path} was not written")
+
+# %% ../nbs/92_cli.ipynb #b1c2d3e5
 def translate_command(args) -> int:
     "`annotated-transformer translate`: a translation (or n-best list) per input line, to stdout/FILE."
     model, codec, _ = _open(args)
+    _check_beam(args, model)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    search, kw = search_options(args), dict(batch_size=args.batch_size, warn=warn)
-    # interactive
+    # interactive: a line at a time, as it is typed
     if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():
-        with _writer(args.output) as out:
-            for i, raw in enumerate(sys.stdin.buffer, 1):
-                line = _decode_line(raw, i)
-                print(translate(model, codec, [line], search, **kw)[0], file=out, flush=True)
+        typed = (_decode_line(raw, i) for i, raw in enumerate(sys.stdin.buffer, 1))
+        per_line = (r for line in typed for r in _translated_lines(model, codec, [line], args, warn))
+        _write_rows(args.output, per_line, None)
         return 0
     lines = _lines_in(args)
-    if args.n_best:
-        lists = translate_nbest(model, codec, lines, search, warn=warn, progress=len(lines) > 1)
-        rows = [nbest_row(i, r, sc, t) for i, hyps in enumerate(lists, 1)
-                for r, (sc, t) in enumerate(hyps, 1)]
-    else: rows = translate(model, codec, lines, search, progress=len(lines) > 1, **kw)
-    with _writer(args.output) as out:
-        for row in rows: print(row, file=out)
+    _write_rows(args.output, _translated_lines(model, codec, lines, args, warn), len(lines))
     return 0
 
 def average_command(args) -> int:
@@ -693,6 +762,7 @@ def evaluate_command(args) -> int:
     if args.data_dir and not args.test:                                         # data errors first
         ensure_splits(_splits(args, Corpus(data_dir=args.data_dir)), args.data_dir)
     model, codec, info = _open(args)
+    _check_beam(args, model)
     corpus = eval_corpus(args, info)
     splits = _splits(args, corpus)
     corpus.check(splits, info["src"], info["tgt"])
@@ -820,9 +890,7 @@ def bench_translate_command(args) -> int:
     res = bench_translation(**{k: getattr(args, k) for k in names}, command=_bench_line(),
                             onnx=onnx_available())
     if args.output:
-        tmp = Path(args.output).with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, args.output)
+        with atomic_file(args.output) as f: f.write(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(res) if args.json else bench_table(res))
     return 0
 
@@ -871,12 +939,12 @@ def _default_checkpoint_dir(args,
                             files=None,         # the run's files (None: --train/--valid, if given)
                             exists: bool=True,  # only a directory that exists (an interrupted run's)
                            ) -> Path|None:
-    "Where Multi30k `train` keeps checkpoints without --checkpoint-dir (checkpoints/multi30k-RECIPE)."
+    "Where `train` keeps checkpoints without --checkpoint-dir (checkpoints/DATA-RECIPE, after its data)."
     if args.checkpoint_dir or args.task != "multi30k": return None
     try:
         if not files and args.train: files = Corpus.files(args.train, args.valid or args.train)
         name = recipe_name or args.recipe_name or default_recipe_name(default_device(args.device))
-        d = default_checkpoint_dir(name, args.src, args.tgt, files)     # the chapter's own rule
+        d = default_checkpoint_dir(name, args.src, args.tgt, files, args.data_dir)  # the chapter's rule
     except Exception: return None
     return d if d.is_dir() or not exists else None
 
@@ -908,8 +976,8 @@ def _interrupted(args, e: KeyboardInterrupt, argv: list[str], argv_given: bool) 
     signum = int(getattr(e, "signum", signal.SIGINT))
     head = f"annotated-transformer {args.command}: stopped by {signal.Signals(signum).name}"
     if _rank() != 0: return 128 + signum
-    if args.command != "train":
-        print(head, file=sys.stderr)
+    if args.command != "train":               # translate: what it kept (`_keep_partial`)
+        print(head + (f"; {e.kept}" if getattr(e, "kept", None) else ""), file=sys.stderr)
         return 128 + signum
     msg, d, resumable = _stop_message(args, e, head)
     if resumable:

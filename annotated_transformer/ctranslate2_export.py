@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 from .embeddings import BOS_IDX, EOS_IDX
 from .model import Transformer
+from .runtime import write_folder_atomically
 from .data import BPECodec, WordCodec, codec_from_dict, sentence_ids
 from .decoding import length_normalization, SearchOptions
 from .evaluation import encode_sources
@@ -20,8 +21,7 @@ from .pretrained import open_translator
 
 # %% auto #0
 __all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'codec_tokens', 'to_ctranslate2_spec', 'resolve_translator',
-           'write_folder_atomically', 'export_ctranslate2', 'load_ctranslate2', 'decode_ctranslate2',
-           'translate_ctranslate2']
+           'export_ctranslate2', 'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2']
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b144c06d
 def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
@@ -145,25 +145,6 @@ def resolve_translator(
     is_file = Path(model).is_file()
     m, c, _ = open_translator(checkpoint=model) if is_file else open_translator(name_or_dir=model)
     return m.eval(), codec or c, str(model)
-
-# %% ../nbs/34_ctranslate2_export.ipynb #2840e475
-def write_folder_atomically(out: Path,   # the folder to write; an earlier one there is replaced
-                            write,       # write(tmp): fills a new folder beside `out`
-                           ) -> Path:    # out
-    "Fill a temporary folder beside `out`, then put it in `out`'s place; on any error, remove it."
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        write(tmp)
-        # temporary files are private (0600): a model is for everyone
-        for p in tmp.iterdir(): os.chmod(p, 0o644)
-        os.chmod(tmp, 0o755)
-        if out.exists(): shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #99f72449
 def export_ctranslate2(

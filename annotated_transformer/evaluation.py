@@ -17,8 +17,8 @@ from .decoding import SearchOptions
 from .fast_decoding import decode_corpus
 
 # %% auto #0
-__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'translate', 'evaluate_bleu', 'nbest_row',
-           'translate_nbest', 'score_sets', 'score_table']
+__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'encode_lines', 'translate',
+           'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -102,7 +102,7 @@ def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
     return out, cut
 
 # %% ../nbs/15_evaluation.ipynb #3beb54b3
-def _encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequence[str],
+def encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequence[str],
                   warn: Callable[[str], None]|None,
                  ) -> tuple[list[int], list[list[int]]]: # indices of the non-blank lines; their ids
     "The non-blank sentences as `<s> … </s>` ids, over-long ones cut to fit (with a warning)."
@@ -126,7 +126,7 @@ def translate(model: nn.Module,                # a trained `Transformer` in eval
              ) -> list[str]:                   # detokenized translations, "" for blank input
     "Translate raw sentences with beam search (§6.1) and detokenize."
     sentences = list(sentences)
-    todo, ids = _encode_lines(model, codec, sentences, warn)
+    todo, ids = encode_lines(model, codec, sentences, warn)
     hyps = decode_corpus(model, ids, options, batch_size=batch_size, progress=progress)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
@@ -155,7 +155,7 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
     "The `options.n_best` translations of each raw sentence, with their scores; [] for a blank line."
     if options.n_best is None: raise ValueError("translate_nbest needs options.n_best (translations per sentence)")
     sentences = list(sentences)
-    todo, ids = _encode_lines(model, codec, sentences, warn)
+    todo, ids = encode_lines(model, codec, sentences, warn)
     lists = decode_corpus(model, ids, options, batch_size=batch_size, progress=progress)
     out = [[] for _ in sentences]
     for i, hyps in zip(todo, lists): out[i] = [(s, codec.decode_tgt(h)) for s, h in hyps]

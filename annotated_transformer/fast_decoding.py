@@ -22,7 +22,7 @@ from .fast_model import KVCache, decode_incremental, is_fast, make_fast
 from .data import sentence_ids
 
 # %% auto #0
-__all__ = ['SearchLevers', 'Finished', 'Beams', 'fast_beam_search', 'decode_corpus']
+__all__ = ['SearchLevers', 'Finished', 'Beams', 'fast_beam_search', 'decode_batches', 'decode_corpus']
 
 # %% ../nbs/23_fast_decoding.ipynb #ef15a5fb
 @dataclass(frozen=True)
@@ -226,17 +226,16 @@ def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: tor
         yield from pool.imap_unordered(_worker_batch, batches[::-1])
 
 # %% ../nbs/23_fast_decoding.ipynb #7fd5230d
-def decode_corpus(model: nn.Module,                # a `Transformer` in eval mode
-                  sources: Sequence[Sequence[int]|torch.Tensor], # ids per sentence, <s> … </s>
-                  options: SearchOptions|None=None, # beam size (1 = greedy), α, n-best, …
-                  # the search: `fast_beam_search` (None), `beam_search`, or one with other levers
-                  search: Callable|None=None,
-                  batch_size: int=64,              # sentences per batch
-                  workers: int=1,                  # CPU only: processes of one thread each
-                  sort: bool=True,                 # length-sorted batches (False: in input order)
-                  progress: bool=False,            # a tqdm bar on stderr
-                 ) -> list:                        # per sentence, in input order: ids or a list
-    "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
+def decode_batches(model: nn.Module,                # a `Transformer` in eval mode
+                   sources: Sequence[Sequence[int]|torch.Tensor], # ids per sentence, <s> … </s>
+                   options: SearchOptions|None=None, # beam size (1 = greedy), α, n-best, …
+                   # the search: `fast_beam_search` (None), `beam_search`, or one with other levers
+                   search: Callable|None=None,
+                   batch_size: int=64,              # sentences per batch
+                   workers: int=1,                  # CPU only: processes of one thread each
+                   sort: bool=True,                 # length-sorted batches (False: in input order)
+                  ):  # yields (the batch's sentence indices, their hypotheses) as each batch ends
+    "Beam-search a corpus in batches, yielding each batch as it finishes; ids without BOS/EOS/PAD."
     options, search = options or SearchOptions(), search or fast_beam_search
     if search is not beam_search and isinstance(model, EncoderDecoder) and not is_fast(model):
         model = make_fast(copy.deepcopy(model))          # the paper's layers: a fast copy
@@ -246,11 +245,19 @@ def decode_corpus(model: nn.Module,                # a `Transformer` in eval mod
     order = list(range(len(sources)))
     if sort: order.sort(key=lambda i: len(sources[i]))
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-    job, results = (model, sources, options, search, device), [[] for _ in sources]
+    yield from _run_batches((model, sources, options, search, device), batches, workers, device)
+
+# %% ../nbs/23_fast_decoding.ipynb #b44cfa65
+def decode_corpus(model: nn.Module, sources, options: SearchOptions|None=None, # as `decode_batches`
+                  search: Callable|None=None, batch_size: int=64, workers: int=1, sort: bool=True,
+                  progress: bool=False,            # a tqdm bar on stderr
+                 ) -> list:                        # per sentence, in input order: ids or a list
+    "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
+    results: list = [[] for _ in sources]
     from tqdm.auto import tqdm
     with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr,
               disable=not progress) as bar:
-        for idx, hyps in _run_batches(job, batches, workers, device):
+        for idx, hyps in decode_batches(model, sources, options, search, batch_size, workers, sort):
             for i, h in zip(idx, hyps): results[i] = h
             bar.update(len(idx))
     return results

@@ -15,7 +15,7 @@ from .batching import token_batch_loader
 from .regularization import LabelSmoothingLoss
 from .training import validate
 from .data import load_split, encode_pairs, codec_from_dict
-from .runtime import hardware_summary
+from .runtime import hardware_summary, atomic_file
 from .checkpoints import load_checkpoint, model_from_checkpoint
 from .multi30k import Multi30kRecipe, RunOptions, train_multi30k
 
@@ -179,10 +179,7 @@ def _append_result(path: Path, record: dict):
             fcntl.flock(lock, fcntl.LOCK_EX)
         except ImportError: pass            # no POSIX locks (Windows): one process per results file
         runs = [r for r in read_results(path) if _key(r) != _key(record)] + [record]
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"runs": runs}, indent=1, ensure_ascii=False) + "\n",
-                       encoding="utf-8")
-        os.replace(tmp, path)
+        with atomic_file(path) as f: f.write(json.dumps({"runs": runs}, indent=1, ensure_ascii=False) + "\n")
     finally: lock.close()
 
 # %% ../nbs/17_model_variations.ipynb #edb54411

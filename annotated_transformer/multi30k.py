@@ -20,18 +20,19 @@ from .training import FitOptions, fit, planned_updates
 from .checkpoints import (load_checkpoint, save_checkpoint,
     model_from_checkpoint, list_checkpoints, latest_checkpoint, average_checkpoints, RecipeMismatch)
 from .runtime import (seed_everything, distributed_session, hardware_summary,
-    dataclass_from_dict, bf16_native)
+    dataclass_from_dict, bf16_native, atomic_file, TrainingInterrupted)
 from .data import (build_codec, codec_from_dict, check_same_direction,
     default_direction, direction_of, resolve_data_dir, Corpus, encode_corpus, skipped_note)
 from .evaluation import translate, evaluate_bleu, score_sets
 
 # %% auto #0
-__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'WARMUP_SHARE', 'Multi30kRecipe', 'default_recipe_name',
-           'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history', 'plot_history',
-           'tensorboard_writer', 'log_to_tensorboard', 'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir',
-           'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs', 'new_vocabulary', 'prepare_run', 'run_length',
-           'fitted_warmup', 'fit_schedule', 'training_parts', 'averageable', 'prune_checkpoints', 'fit_run',
-           'average_last', 'run_summary', 'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
+__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY_COLUMNS', 'WARMUP_SHARE', 'MIN_UPDATES', 'Multi30kRecipe',
+           'default_recipe_name', 'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history',
+           'checkpoint_step', 'HistoryLog', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard', 'RunOptions',
+           'train_multi30k', 'RunDirMismatch', 'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs',
+           'new_vocabulary', 'prepare_run', 'run_length', 'fit_length', 'fitted_warmup', 'fit_schedule',
+           'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary',
+           'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -85,14 +86,18 @@ def default_recipe_name(device: torch.device) -> str:
 def default_checkpoint_dir(recipe_name: str,                      # a key of RECIPES
                            src: str|None=None, tgt: str|None=None, # see `default_direction`
                            corpus: Corpus|None=None, # your files: named after their folder
+                           data_dir: str|os.PathLike|None=None, # a data root (see `resolve_data_dir`)
                           ) -> Path:
-    "A new run's folder: checkpoints/multi30k-RECIPE[-SRC-TGT]; your files: …/FOLDER-RECIPE-SRC-TGT."
+    "A new run's folder, named after its data: checkpoints/DATA-RECIPE[-SRC-TGT]."
     src, tgt = default_direction(src, tgt)
     if corpus is not None and corpus.kind == "files":
         folder = Path(corpus.train).parent.name or "corpus"
         return Path(f"checkpoints/{folder}-{recipe_name}-{src}-{tgt}")
+    # Multi30k (its multi30k/ folder, or the cache), else the data folder's name (the shipped sample's)
+    folder, cached = resolve_data_dir(data_dir or (corpus.data_dir if corpus is not None else None))
+    data = "multi30k" if cached or folder.name == "multi30k" else folder.name
     suffix = "" if (src, tgt) == default_direction(None, None) else f"-{src}-{tgt}"
-    return Path(f"checkpoints/multi30k-{recipe_name}{suffix}")
+    return Path(f"checkpoints/{data}-{recipe_name}{suffix}")
 
 # %% ../nbs/16_multi30k.ipynb #ce1cf640
 # the recipe fields a resumed run applies
@@ -135,17 +140,58 @@ def codec_from_file(path: str|os.PathLike, # vocab.json of a run or model folder
     codec.src_lang, codec.tgt_lang = src, tgt
     return codec
 
+HISTORY_COLUMNS = ["step", "train_loss", "learning_rate", "val_loss"]
+
+def _history_rows(state, after: int=0, upto: int|None=None) -> list[list]: # updates after < step ≤ upto
+    "history.csv rows of `state`'s updates `after`+1 … `upto` (None: its last)."
+    val = {s: l for s, l in state.val_loss}
+    new = []
+    for s, l, lr in reversed(state.train_loss):        # the newest first: a long run's rows stay untouched
+        if s <= after: break
+        if upto is None or s <= upto:
+            new.append([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""])
+    return new[::-1]
+
 def write_history(state, ckpt_dir: str|os.PathLike, # a `TrainState`; the run's folder
                   plot: bool=True) -> list[Path]:     # also draw history.png; the files written
     "history.csv (step, train_loss, learning_rate, val_loss) beside the checkpoints, and its plot."
-    val = {s: l for s, l in state.val_loss}
     path = Path(ckpt_dir) / "history.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "train_loss", "learning_rate", "val_loss"])
-        w.writerows([s, f"{l:.6g}", f"{lr:.6g}", f"{val[s]:.6g}" if s in val else ""]
-                    for s, l, lr in state.train_loss)
+    with atomic_file(path) as f: csv.writer(f).writerows([HISTORY_COLUMNS, *_history_rows(state)])
     return [path, plot_history(path)] if plot else [path]
+
+# %% ../nbs/16_multi30k.ipynb #c16a0001
+def checkpoint_step(path: os.PathLike|None) -> int: # a step_XXXXXXXX.pt; None: 0
+    "The update a checkpoint file holds, from its name (0 for None: a new run)."
+    return 0 if path is None else int(Path(path).stem.removeprefix("step_"))
+
+class HistoryLog:
+    "history.csv as a run goes: rows appended as they become final; cut back to the resumed update."
+    def __init__(self, ckpt_dir: str|os.PathLike,  # the run's folder
+                 resumed_at: int=0):                # the update of the checkpoint resumed from (0: new)
+        self.path, self.written = Path(ckpt_dir) / "history.csv", resumed_at
+        self.state, self.fresh = None, True        # the run's `TrainState`, once an update is done
+        kept = []
+        if resumed_at and self.path.is_file():     # rows past the checkpoint (a killed run's) go
+            with open(self.path, newline="", encoding="utf-8") as f:
+                kept = [r for r in list(csv.reader(f))[1:] if r and int(r[0]) <= resumed_at]
+        self._rewrite(kept)
+
+    def _rewrite(self, rows):
+        with atomic_file(self.path) as f: csv.writer(f).writerows([HISTORY_COLUMNS, *rows])
+
+    def update(self, state, upto: int): # the `TrainState`; the last update whose row is final
+        "Write the rows up to `upto` not written yet: the first time all of `state`'s, then appended."
+        self.state = state
+        if self.fresh:                              # the state (from the checkpoint) is the whole truth
+            self._rewrite(_history_rows(state, 0, upto))
+            self.fresh = False
+        elif new := _history_rows(state, self.written, upto):
+            with open(self.path, "a", newline="", encoding="utf-8") as f: csv.writer(f).writerows(new)
+        self.written = max(self.written, upto)
+
+    def finish(self, upto: int|None=None): # the last update to write (None: the state's last)
+        "Write the rows left (after the last update, or a stop at the update a checkpoint holds)."
+        if self.state is not None: self.update(self.state, self.state.step if upto is None else upto)
 
 # %% ../nbs/16_multi30k.ipynb #d963249b
 def plot_history(csv_path: str|os.PathLike, # a history.csv
@@ -193,7 +239,7 @@ class RunOptions:
     "What a Multi30k run is asked besides its recipe: where, how long, on what, which direction."
     # the recipe, a key of RECIPES (default: fitted to the device: base on a GPU, small on a CPU)
     recipe_name: str|None = None
-    # directory for checkpoints (default: checkpoints/multi30k-RECIPE)
+    # directory for checkpoints (default: checkpoints/DATA-RECIPE, DATA: multi30k or the data folder)
     checkpoint_dir: str|os.PathLike|None = None
     data_dir: str|os.PathLike|None = None  # data root (see chapter 13)
     # continue the run in the checkpoint directory from its latest checkpoint
@@ -307,6 +353,7 @@ class Multi30kRun:
     n_train: int = 0
     skipped: dict = field(default_factory=dict)  # split -> "FILE line N" of each pair left out
     fit_schedule: bool = False                   # a new run on your files: fit the warmup to it
+    fit_length: bool = False                     # a new run on your files: at least MIN_UPDATES
 
 # %% ../nbs/16_multi30k.ipynb #3d9b064d
 def read_pairs(corpus: Corpus, src: str, tgt: str, # the data and the direction
@@ -353,7 +400,7 @@ def prepare_run(ctx,                  # the run's `distributed_session`
     if recipe_name not in RECIPES:
         raise ValueError(f"unknown recipe {recipe_name!r}; choose from {', '.join(RECIPES)}")
     if o.checkpoint_dir: ckpt_dir = Path(o.checkpoint_dir)
-    else: ckpt_dir = default_checkpoint_dir(recipe_name, src, tgt, corpus)
+    else: ckpt_dir = default_checkpoint_dir(recipe_name, src, tgt, corpus, o.data_dir)
     existing = open_run_dir(ckpt_dir, o.resume, o.vocab_file)
     if existing is not None:   # resuming: the run's own recipe, vocabulary, seed, direction, data
         resumed = resume_run(existing, asked, src, tgt, corpus, o.data_dir)
@@ -369,14 +416,15 @@ def prepare_run(ctx,                  # the run's `distributed_session`
     train_pairs, val_pairs, skipped = read_pairs(corpus, src, tgt, max_pairs, ctx.is_main, log)
     if existing is None:
         recipe, codec = new_vocabulary(o, recipe_name, overrides, train_pairs, src, tgt, ctx.is_main, log)
-    fitted = existing is None and corpus.kind == "files"
-    fitted = fitted and not {"warmup_steps", "lr_scale"} & overrides.keys()
+    yours = existing is None and corpus.kind == "files"
+    fitted = yours and not {"warmup_steps", "lr_scale"} & overrides.keys()
     return Multi30kRun(recipe_name, recipe, codec, ckpt_dir, existing, seed, max_pairs, src, tgt,
                        corpus, tuple(splits), train_pairs, val_pairs, skipped=skipped,
-                       fit_schedule=fitted)
+                       fit_schedule=fitted, fit_length=yours and "epochs" not in overrides)
 
 # %% ../nbs/16_multi30k.ipynb #7b1c4d2f
 WARMUP_SHARE = 1 / 4   # on your files, warm up over at most this share of the planned updates
+MIN_UPDATES = 500      # on your files, without --epochs/--max-steps: at least this many updates
 
 def run_length(n_batches: int, recipe: Multi30kRecipe,  # batches per epoch; the run's recipe
                max_steps: int|None, epochs: int|None,    # as `RunOptions` holds them
@@ -385,6 +433,20 @@ def run_length(n_batches: int, recipe: Multi30kRecipe,  # batches per epoch; the
     n_epochs = epochs if epochs is not None else (None if max_steps is not None else recipe.epochs)
     return (n_epochs, math.ceil(n_batches / recipe.accum_steps),
             planned_updates(n_batches, recipe.accum_steps, max_steps, n_epochs))
+
+def fit_length(recipe: Multi30kRecipe, n_batches: int, # the run's recipe; batches per epoch
+               log=None,                                # callable for the line that says so
+              ) -> Multi30kRecipe:
+    "The recipe, its epochs raised so that the run makes at least `MIN_UPDATES` updates."
+    per_epoch = math.ceil(n_batches / recipe.accum_steps)
+    if recipe.epochs * per_epoch >= MIN_UPDATES: return recipe
+    epochs = math.ceil(MIN_UPDATES / per_epoch)
+    if log:
+        log(f"your files make {per_epoch} update{'s' if per_epoch > 1 else ''} an epoch: the recipe's "
+            f"{recipe.epochs} epochs would be {recipe.epochs * per_epoch} updates, too few to learn; "
+            f"training {epochs} epochs ({epochs * per_epoch} updates) instead; --epochs or --max-steps "
+            f"sets the length yourself")
+    return Multi30kRecipe.from_dict({**recipe.to_dict(), "epochs": epochs})
 
 def fitted_warmup(warmup_steps: int, planned: int, # the recipe's warmup; the run's planned updates
                   share: float=WARMUP_SHARE) -> int:
@@ -404,7 +466,7 @@ def fit_schedule(recipe: Multi30kRecipe, # the run's recipe
         log(f"warmup shortened from {recipe.warmup_steps} to {w} updates ({WARMUP_SHARE:.0%} of "
             f"the {planned} planned: the recipe's warmup would outlast the run, its learning rate "
             f"never reaching the peak) and lr_scale from {recipe.lr_scale:g} to {scale:.4g}, keeping the "
-            f"recipe's peak rate; --warmup-steps sets it yourself")
+            f"recipe's peak rate; --epochs or --max-steps change the planned updates")
     return Multi30kRecipe.from_dict({**recipe.to_dict(), "warmup_steps": w, "lr_scale": scale})
 
 # %% ../nbs/16_multi30k.ipynb #ea501276
@@ -423,6 +485,8 @@ def training_parts(run: Multi30kRun, device: torch.device,
     run.train_pairs, run.n_train = None, len(train_data)   # from here on, the packed ids suffice
     loader = token_batch_loader(train_data, recipe.batch_tokens, seed=run.seed, pin_memory=pin)
     val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=pin)
+    if run.fit_length and max_steps is None and epochs is None:    # your files, no length asked
+        run.recipe = recipe = fit_length(recipe, len(loader), log)  # kept in the recipe, as below
     if run.fit_schedule:                     # kept in the run's recipe: a resumed run keeps it
         planned = run_length(len(loader), recipe, max_steps, epochs)[2]
         run.recipe = recipe = fit_schedule(recipe, planned, log)
@@ -464,9 +528,9 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
             log("this CPU computes bf16 natively: precision bf16 (--precision bf16) trains faster here, "
                 "approximately (chapter 16, 'Why these choices'); the recipe stays fp32")
     def on_step(state):
+        if history is not None: history.update(state, state.step - 1)  # the rows before are final
         if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
             prune_checkpoints(ckpt_dir, recipe.save_every, keep)
-            write_history(state, ckpt_dir, plot=False)
         if board is not None: log_to_tensorboard(board, state)
     extra = {"task": "multi30k", "recipe_name": run.recipe_name, "seed": run.seed,
              "max_train_pairs": run.max_train_pairs, "src": run.src, "tgt": run.tgt,
@@ -476,12 +540,17 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
         vocab_json = json.dumps(run.codec.to_dict(), ensure_ascii=False)
         (ckpt_dir / "vocab.json").write_text(vocab_json, encoding="utf-8")
     board = tensorboard_writer(ckpt_dir / "tensorboard") if ctx.is_main else None
+    history = HistoryLog(ckpt_dir, checkpoint_step(run.existing)) if ctx.is_main else None
     t = time.perf_counter()
     how = FitOptions(max_steps=total, epochs=n_epochs, accum_steps=recipe.accum_steps,
                      clip_grad=recipe.clip_grad, precision=o.precision, device=ctx.device,
                      save_every=recipe.save_every, progress=o.progress)
-    state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader, resume_from=run.existing,
-                checkpoint_dir=ckpt_dir, extra=extra, on_step=on_step)
+    try: state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader,
+                     resume_from=run.existing, checkpoint_dir=ckpt_dir, extra=extra, on_step=on_step)
+    except TrainingInterrupted as e:       # the rows of the updates its checkpoint holds
+        if history is not None: history.finish(checkpoint_step(e.checkpoint) if e.forced else e.step)
+        raise
+    if history is not None: history.finish()
     if board is not None:
         log_to_tensorboard(board, state)
         board.close()

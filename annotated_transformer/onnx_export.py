@@ -17,7 +17,8 @@ from .encoder_decoder import EncoderDecoder
 from .fast_model import KVCache, ModelLevers, make_fast
 from .model import Transformer
 from .data import WordCodec, BPECodec
-from .ctranslate2_export import resolve_translator, write_folder_atomically
+from .runtime import write_folder_atomically
+from .ctranslate2_export import resolve_translator
 
 # %% auto #0
 __all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'export_copy', 'EncoderGraph', 'DecoderStepGraph',

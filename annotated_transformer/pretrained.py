@@ -15,6 +15,7 @@ from .model import Transformer, count_parameters
 from .data import (BPECodec, WordCodec, codec_from_dict, check_direction,
     check_same_direction, default_direction, direction_of)
 from .checkpoints import load_checkpoint, model_from_checkpoint
+from .runtime import write_folder_atomically
 
 # %% auto #0
 __all__ = ['MODEL_FORMAT', 'WEIGHTS', 'CONFIG', 'VOCAB', 'SUMS', 'CARD', 'DATA_FILES', 'STORAGE_DTYPES', 'MODELS_DIR', 'SHIPPED',
@@ -230,21 +231,9 @@ def export_model(checkpoint: str|os.PathLike|dict, # a checkpoint with extra["vo
     tensors, metadata, config, vocab = _model_files(ck, where, storage_dtype, src_lang, tgt_lang)
     out = Path(out_dir)
     _check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    old = tmp.with_name(tmp.name[:-len(".tmp")] + ".old")
-    try:
-        _write_folder(tmp, tensors, metadata, config, vocab, card)
-        for p in tmp.iterdir(): os.chmod(p, 0o644)    # temporary files are private (0600)
-        os.chmod(tmp, 0o755)                          # a model is for everyone
-        if out.exists(): os.rename(out, old)          # a previous export: swapped out, then deleted
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old.exists() and not out.exists(): os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-    return out
+    # the runtime's folder writer: a previous export stays in place until the new one is whole
+    return write_folder_atomically(out, lambda tmp: _write_folder(tmp, tensors, metadata, config, vocab,
+                                                                 card))
 
 # %% ../nbs/32_pretrained.ipynb #c0afcc23
 def model_dir(name_or_dir: str|os.PathLike, # a name in SHIPPED, or a model folder

@@ -6,8 +6,9 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/runtime.html
 
 # %% ../nbs/90_runtime.ipynb #c55c6aea
 from __future__ import annotations
-import contextlib, dataclasses, functools, math, os, platform, random, signal, statistics, threading
-import time, warnings
+import contextlib, dataclasses, functools, math, os, platform, random, shutil, signal, statistics
+import tempfile, threading, time, warnings
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
@@ -20,7 +21,7 @@ __all__ = ['PRECISIONS', 'DistContext', 'default_device', 'dist_rank_world', 'di
            'data_parallel', 'grad_sync', 'unwrap_model', 'bf16_native', 'bf16_slowdown', 'Bf16EmulatedWarning',
            'warn_if_bf16_emulated', 'autocast', 'grad_scaler', 'hardware_summary', 'seed_everything', 'get_rng_state',
            'set_rng_state', 'TrainingInterrupted', 'StopSignals', 'request_stop', 'interleaved_times', 'calls_for',
-           'median_ratio', 'dataclass_from_dict']
+           'median_ratio', 'dataclass_from_dict', 'atomic_file', 'write_folder_atomically']
 
 # %% ../nbs/90_runtime.ipynb #5eb70776
 @dataclass
@@ -360,3 +361,60 @@ def dataclass_from_dict(cls,           # a dataclass type
     unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
     if unknown: raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
     return cls(**d)
+
+# %% ../nbs/90_runtime.ipynb #a7f1c202
+def _umask_mode(mode: int) -> int: # 0o666 for a file, 0o777 for a folder
+    "`mode` less the process's umask: what `open` or `mkdir` would have given (temp files get 0600)."
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return mode & ~umask
+
+@contextlib.contextmanager
+def atomic_file(path: str|os.PathLike,   # the file to write; an earlier one there is replaced
+                mode: str="w",           # "w" (text, UTF-8, \n line ends) or "wb"
+               ):                        # yields the open temporary file
+    "Write `path` whole or not at all: a temporary file beside it, fsync, rename; on error, none left."
+    path = Path(path)
+    if mode not in ("w", "wb"): raise ValueError(f"mode={mode!r}: atomic_file writes with 'w' or 'wb'")
+    text = dict(encoding="utf-8", newline="\n") if mode == "w" else {}
+    if path.exists() and not path.is_file():       # a device or a pipe (/dev/stdout): never renamed over
+        with open(path, mode, **text) as f: yield f
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **text) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _umask_mode(0o666))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp): os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):               # make the rename itself durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
+
+# %% ../nbs/90_runtime.ipynb #a7f1c205
+def write_folder_atomically(out: str|os.PathLike, # the folder to write; an earlier one there is replaced
+                            write: Callable[[Path], object], # write(tmp): fills a new folder beside `out`
+                           ) -> Path:                 # out
+    "Fill a folder beside `out`, then swap it into `out`'s place; on any error, the old folder stays."
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    old = tmp.with_name(tmp.name[:-len(".tmp")] + ".old")
+    try:
+        write(tmp)
+        for p in tmp.rglob("*"):                       # temporary files are private (0600)
+            if p.is_file(): os.chmod(p, _umask_mode(0o666))
+        os.chmod(tmp, _umask_mode(0o777))
+        if out.exists(): os.rename(out, old)           # the previous folder: swapped out, then deleted
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not out.exists(): os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return out

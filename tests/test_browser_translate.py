@@ -260,6 +260,34 @@ def test_attention_matches_pytorch(loaded, reference):
     assert page.locator(".at-maps canvas").count() == 3
     page.select_option("#at-tr-head", "mean"); page.select_option("#at-tr-layer", "0")
     assert page.locator(".at-maps canvas").count() == 3
+    # one numbering for the book: layers and heads from 0, as chapter 18's figures and the `attention` command count them
+    n_layers = len(r["attention"]["cross"])
+    assert page.locator("#at-tr-layer option").all_inner_texts() == [str(i) for i in range(n_layers)]
+    assert page.locator("#at-tr-head option").all_inner_texts()[1:2] == ["0"]
+    page.select_option("#at-tr-head", "0")
+    assert "layer 0, head 0" in page.locator(".at-maps canvas").first.get_attribute("aria-label")
+
+
+def test_blank_and_over_long_input_as_the_package(loaded, reference):
+    "A blank box gives "" without running the model, as the package gives "" for a blank line; the page cuts an over-long"
+    " sentence where the package does, with the package's words (issue 42)."
+    page, _, _ = loaded
+    model, codec = reference
+    assert translate(model, codec, ["   "]) == [""]
+    bytes_before = page.evaluate("() => window.atTranslate.stats.bytes")
+    for text in ("", "   \n\t"):
+        r = page.evaluate("(t) => window.atTranslate.translate(t)", text)
+        assert r["text"] == "" and r["blank"], r
+        assert page.locator("#at-tr-output").inner_text() == ""
+        assert "Nothing to translate" in page.inner_text(".at-status")
+        assert page.locator(".at-attention").is_hidden()
+    assert page.evaluate("() => window.atTranslate.stats.bytes") == bytes_before      # nothing fetched, nothing run
+    long = " ".join(["Ein Mann fährt mit dem Fahrrad durch die Stadt."] * 200)         # about 2,400 source tokens
+    ids, cut = encode_sources(codec, [long], model.config.max_len)
+    assert cut == [0] and len(ids[0]) == model.config.max_len
+    r = page.evaluate("(t) => window.atTranslate.encode(t, 'de-en')", long)          # (translating it takes minutes)
+    assert r["cut"] and r["ids"] == ids[0]                                            # the same ids as the package's
+    # the message and the heatmaps' size: tests/test_nothing_lost.py runs web/src/input.js under node
 
 
 def test_keyboard_only(site, browser):

@@ -2,7 +2,7 @@
 
 - With the data root (CI sets $ANNOTATED_TRANSFORMER_DATA to it; `find_multi30k()` finds it): each test split loads in
   both directions with its documented number of sentences. Without it these tests skip, saying why, except under
-  CI=true, where a missing data root is a failure (`find_multi30k` raises).
+  CI=true, where a missing data root is a failure (tests/conftest.py refuses to run; the library does not look at CI).
 - Always: which splits `available_test_splits` lists in a fake data root; a Tatoeba download from a file:// mirror
   that serves the wrong bytes is refused, naming the file; a data root without tatoeba/ gives an error that names the
   missing files and where to get them."""
@@ -19,7 +19,7 @@ SIZES = {"test_2016_flickr": 1000, "test_2017_flickr": 1000, "test_2017_mscoco":
 
 @pytest.fixture
 def m30k() -> Path:
-    "The Multi30k folder of the configured data root; skip without one (under CI=true `find_multi30k` raises instead)."
+    "The Multi30k folder of the configured data root; skip without one (under CI=true, tests/conftest.py refuses to run)."
     folder = find_multi30k(quiet=True)
     if folder is None: pytest.skip(f"no Multi30k on this machine (set ${DATA_ENV} to a data root holding multi30k/ "
                                    f"and tatoeba/)")

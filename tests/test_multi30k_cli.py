@@ -317,7 +317,7 @@ def test_empty_file(tmp_path):
 @pytest.mark.parametrize("flags, want", [([], ("de", "en")), (["--tgt", "de"], ("en", "de")), (["--src", "en"], ("en", "de")),
                                          (["--tgt", "en"], ("de", "en")), (["--src", "de"], ("de", "en"))])
 def test_one_default_direction_names_the_folder(flags, want, tmp_path, monkeypatch):
-    "`train --tgt de` plans and writes checkpoints/multi30k-RECIPE-en-de: the CLI's check and the run agree (no training)."
+    "`train --tgt de` plans and writes checkpoints/DATA-RECIPE-en-de: the CLI's check and the run agree (no training)."
     from types import SimpleNamespace
     import torch
     from annotated_transformer.cli import build_parser, _default_checkpoint_dir
@@ -329,7 +329,8 @@ def test_one_default_direction_names_the_folder(flags, want, tmp_path, monkeypat
                          evaluate_splits=("val",))
     run = prepare_run(SimpleNamespace(device=torch.device("cpu"), is_main=True), options, {}, lambda m: None)  # what it writes to
     assert (run.src, run.tgt) == want
-    assert run.ckpt_dir == planned == Path("checkpoints/multi30k-tiny" + ("" if want == ("de", "en") else "-en-de"))
+    # named after the data it trains on: the shipped Tatoeba sample, not Multi30k (issue 42)
+    assert run.ckpt_dir == planned == Path("checkpoints/tatoeba-de-en-tiny" + ("" if want == ("de", "en") else "-en-de"))
 
 
 def test_default_direction_is_one_rule():

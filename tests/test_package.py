@@ -121,7 +121,7 @@ def test_the_book_names_no_ci_data_folder():
             if bad.search(line): hits.append(f"{f.relative_to(root)}:{i}: {line.strip()[:120]}")
     assert not hits, hits
 
-# --- the machinery reads like the chapters (STYLE.md, "The machinery") -------------------------------------------
+# --- the machinery reads like the chapters (CONTRIBUTING.md, "The rules the structural tests enforce") -----------
 import tokenize, io
 
 PAGE_WIDTH = 110    # the rendered book shows about 100 characters of a code line; nothing exported runs past 110
@@ -179,3 +179,23 @@ def test_the_rebinding_check_finds_what_it_should():
           "def g():\n    decoding._SPEED['a'] = False\n    decoding.search = None\n    y = {}\n    y['a'] = 1\n"
     test = _rebindings(ast.parse(src), "m.py")
     assert test == ["m.py:4", "m.py:6", "m.py:8", "m.py:9"], test
+
+
+def test_one_file_writer_and_one_folder_writer():
+    "What others read is written whole by the runtime's `atomic_file` or `write_folder_atomically`: no module but the"
+    " runtime renames a temporary file or folder into place (issue 42: six writers, with different safety)."
+    import re
+    pattern = re.compile(r"\bos\.(replace|rename)\(|tempfile\.mk[sd]temp\(|\.with_suffix\([^)]*\.tmp")
+    hits = [f"{p.name}:{i}: {l.strip()}" for p in _modules() if p.name != "runtime.py"
+            for i, l in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(l)]
+    assert not hits, "a writer of its own (use runtime.atomic_file or runtime.write_folder_atomically):\n" + "\n".join(hits)
+
+
+def test_every_document_the_tests_and_tools_cite_is_in_the_repository():
+    "A test or tool that cites a document (CONTRIBUTING.md, README.md, ...) cites one a clone has (issue 42: a style guide no clone had)."
+    import re
+    cited = {(f.relative_to(ROOT), m) for f in [*sorted((ROOT / "tests").glob("*.py")), *sorted((ROOT / "tools").glob("*.py"))]
+             for m in re.findall(r"\b([A-Z][A-Z_]+\.md)\b", f.read_text(encoding="utf-8"))}
+    missing = sorted(f"{f}: {m}" for f, m in cited if not any(ROOT.glob(f"**/{m}")))
+    assert not missing, missing
+    assert (ROOT / "CONTRIBUTING.md").is_file()

@@ -294,22 +294,21 @@ def render_site(proc: Path, out: Path, notebooks: list[str] | None = None) -> li
     return pages
 
 
-STUB_JS = """// The live translator's bundle is not built in this preview (the site's deploy workflow builds it).
+STUB_JS = """// The live translator's files are not built in this preview (the site's deploy workflow builds them).
 document.querySelectorAll('#at-translate').forEach(el => {
   el.dataset.state = 'unbuilt';
-  el.insertAdjacentHTML('beforeend', '<p>The live translator is not built in this preview: run ' +
-    '<code>npm ci &amp;&amp; npm run build</code> in <code>web/</code>, then render again.</p>');
+  el.insertAdjacentHTML('beforeend', '<p>The live translator is not built in this preview: follow ' +
+    '"Running the page locally" below (it builds <code>web/dist/</code>), then render again.</p>');
 });
 """
 
 
 def browser_assets(out: Path, dist: Path = ROOT / "web" / "dist"):
-    "The page's bundle in `out/browser/`: the built one (web/dist) if there is one, else a stub that says so."
+    "The page's files in `out/browser/`: web/dist as chapter 35's recipe builds it (bundle, runtime, models), else a stub."
+    import shutil
     target = out / "browser"
     target.mkdir(parents=True, exist_ok=True)
-    if (dist / "translate.js").is_file():
-        for f in dist.iterdir():
-            if f.is_file(): (target / f.name).write_bytes(f.read_bytes())
+    if (dist / "translate.js").is_file(): shutil.copytree(dist, target, dirs_exist_ok=True)   # chunks/ and models/ too
     else: (target / "translate.js").write_text(STUB_JS, encoding="utf-8")
 
 

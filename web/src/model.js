@@ -1,6 +1,7 @@
 // Loading an exported model folder (model.json, tokenizer.json, encoder.onnx, decoder.onnx,
 // weights.bin) and translating with it: onnxruntime-web on its WASM backend, one thread.
 import { beamSearch, searchLimit } from './search.js';
+import { sourceIds } from './input.js';
 
 let ortPromise = null;   // onnxruntime-web, imported (and its WASM binary set) at first use
 
@@ -92,11 +93,10 @@ export class Translator {
     return new Translator(ort, cfg, tokenizer, encoder, decoder);
   }
 
-  encodeSource(text) {
+  encodeSource(text) {   // -> { ids: <s> … </s>, cut: whether it was longer than max_len (input.js)
     const c = this.cfg;
-    let ids = [c.bos_idx, ...this.tokenizer.encode(text, { add_special_tokens: false }).ids, c.eos_idx];
-    if (c.max_len && ids.length > c.max_len) ids = ids.slice(0, c.max_len - 1).concat([c.eos_idx]);
-    return ids;
+    return sourceIds(this.tokenizer.encode(text, { add_special_tokens: false }).ids,
+                     { bos: c.bos_idx, eos: c.eos_idx, maxLen: c.max_len });
   }
 
   token(id) { return this.tokenizer.id_to_token(id) ?? String(id); }
@@ -111,7 +111,7 @@ export class Translator {
   async translate(text, { beam = 1 } = {}) {
     const { ort, cfg } = this;
     const L = cfg.n_layers, H = cfg.n_heads, D = cfg.d_k, V = cfg.vocab_size;
-    const srcIds = this.encodeSource(text);
+    const { ids: srcIds, cut } = this.encodeSource(text);
     const S = srcIds.length;
     const srcTensor = n => new ort.Tensor('int64', BigInt64Array.from(
       Array.from({ length: n }, () => srcIds).flat(), BigInt), [n, S]);
@@ -186,7 +186,7 @@ export class Translator {
     }
     const tgtIn = [cfg.bos_idx, ...res.ids.slice(0, -1)];   // the decoder's input at each step
     return {
-      text: out, ids, outIds: res.ids, srcIds, score: res.score, steps, ms,
+      text: out, ids, outIds: res.ids, srcIds, cut, score: res.score, steps, ms,
       attention: { encoder: enc4, decoder: self4, cross: cross4,
                    srcTokens: srcIds.map(i => this.token(i)), tgtTokens: tgtIn.map(i => this.token(i)),
                    outTokens: res.ids.map(i => this.token(i)) },

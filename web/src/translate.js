@@ -2,6 +2,7 @@
 // Nothing is fetched until the first Translate; models live at `${data-models}/de-en/` and
 // `${data-models}/en-de/` (relative to the page), the gzipped WASM runtime next to this script.
 import { Translator, stats, fmtBytes } from './model.js';
+import { isBlank, cutMessage, heatmapLayout, LABEL_PX } from './input.js';
 
 const DIRECTIONS = { 'de-en': 'German → English', 'en-de': 'English → German' };
 const KINDS = [['encoder', 'Encoder self-attention', 'srcTokens', 'srcTokens'],
@@ -19,12 +20,12 @@ function el(tag, attrs = {}, ...kids) {
 }
 
 function heatmap(canvas, matrix, rows, cols) {
-  const cell = 18, font = 11;
+  const font = 11, dpr = window.devicePixelRatio || 1;
+  const { cell, labels } = heatmapLayout(rows.length, cols.length, dpr);   // within what a browser draws
   const ctx = canvas.getContext('2d');
   ctx.font = `${font}px sans-serif`;
-  const padL = Math.ceil(Math.max(20, ...rows.map(t => ctx.measureText(t).width))) + 8;
-  const padT = Math.ceil(Math.max(20, ...cols.map(t => ctx.measureText(t).width))) + 8;
-  const dpr = window.devicePixelRatio || 1;
+  const pad = (ts) => labels ? Math.min(LABEL_PX, Math.ceil(Math.max(20, ...ts.map(t => ctx.measureText(t).width))) + 8) : 4;
+  const padL = pad(rows), padT = pad(cols);
   const w = padL + cols.length * cell + 4, h = padT + rows.length * cell + 4;
   canvas.width = w * dpr; canvas.height = h * dpr;
   canvas.style.width = `${w}px`; canvas.style.height = `${h}px`;
@@ -35,8 +36,9 @@ function heatmap(canvas, matrix, rows, cols) {
     const v = Math.max(0, Math.min(1, matrix[i][j]));
     const c = Math.round(255 * (1 - v));
     ctx.fillStyle = `rgb(${c},${c},${Math.round(255 - 155 * v)})`;
-    ctx.fillRect(padL + j * cell, padT + i * cell, cell - 1, cell - 1);
+    ctx.fillRect(padL + j * cell, padT + i * cell, Math.max(1, cell - 1), Math.max(1, cell - 1));
   }
+  if (!labels) return;                   // cells too small for a readable token label
   ctx.fillStyle = '#000'; ctx.textBaseline = 'middle';
   ctx.textAlign = 'right';
   rows.forEach((t, i) => ctx.fillText(t, padL - 4, padT + i * cell + cell / 2));
@@ -113,7 +115,7 @@ function build(root) {
         ? per[0].map((row, i) => row.map((_, j) => per.reduce((s, hm) => s + hm[i][j], 0) / per.length))
         : per[Number(hv)];
       const canvas = el('canvas', { role: 'img',
-        'aria-label': `${title}, layer ${l + 1}, ${hv === 'mean' ? 'mean of heads' : 'head ' + (Number(hv) + 1)}` });
+        'aria-label': `${title}, layer ${l}, ${hv === 'mean' ? 'mean of heads' : 'head ' + hv}` });
       canvas.dataset.kind = kind;
       heatmap(canvas, m, a[rk], a[ck]);
       maps.append(el('figure', {}, canvas, el('figcaption', { text: title })));
@@ -130,6 +132,13 @@ function build(root) {
     return run;
   }
   async function translateNow(text, { direction = dir.value, beam = Number(search.value) } = {}) {
+    if (isBlank(text)) {                 // as the package: a blank line is not translated, its translation is ""
+      last = null;
+      output.textContent = '';
+      viz.hidden = true;
+      setStatus('Nothing to translate: the box is empty.');
+      return { text: '', ids: [], blank: true };
+    }
     root.dataset.state = 'loading';
     button.disabled = true;
     try {
@@ -141,13 +150,14 @@ function build(root) {
       last = res;
       output.textContent = res.text;
       const cfg = tr.cfg;
-      layer.replaceChildren(...Array.from({ length: cfg.n_layers }, (_, i) => el('option', { value: String(i), text: String(i + 1) })));
+      layer.replaceChildren(...Array.from({ length: cfg.n_layers }, (_, i) => el('option', { value: String(i), text: String(i) })));
       layer.value = String(cfg.n_layers - 1);
       head.replaceChildren(el('option', { value: 'mean', text: 'mean of heads' }),
-        ...Array.from({ length: cfg.n_heads }, (_, i) => el('option', { value: String(i), text: String(i + 1) })));
+        ...Array.from({ length: cfg.n_heads }, (_, i) => el('option', { value: String(i), text: String(i) })));
       viz.hidden = false;
       drawMaps();
-      setStatus(`${DIRECTIONS[direction]}, ${beam === 1 ? 'greedy' : 'beam ' + beam}: ` +
+      setStatus(`${res.cut ? 'Note: ' + cutMessage(cfg.max_len) + '. ' : ''}` +
+                `${DIRECTIONS[direction]}, ${beam === 1 ? 'greedy' : 'beam ' + beam}: ` +
                 `${res.steps} decoder steps in ${res.ms.toFixed(0)} ms (downloaded in all: ${fmtBytes(stats.bytes)})`);
       root.dataset.state = 'ready';
       return res;
@@ -164,7 +174,9 @@ function build(root) {
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); go(); }
   });
-  return { translate, get last() { return last; }, stats };
+  // the source ids the page would translate, and whether they were cut (for the browser test)
+  const encode = async (text, direction = dir.value) => (await getTranslator(direction)).encodeSource(text);
+  return { translate, encode, get last() { return last; }, stats };
 }
 
 function init() {
