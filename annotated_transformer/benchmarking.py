@@ -222,7 +222,8 @@ def lever_table(model: Transformer, codec,  # the benchmarked model (float32, ev
         if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **search), on
         elif name.startswith("packed"): a, b = on, lambda: decode_corpus(model, ids, **search)
         elif name.startswith("single-query"):
-            a, b = on, lambda f=make_fast(copy.deepcopy(packed), ModelLevers(single_query=False)): decode_corpus(f, ids, **search)
+            one = make_fast(copy.deepcopy(packed), ModelLevers(single_query=False))  # the fused kernel
+            a, b = on, lambda f=one: decode_corpus(f, ids, **search)
         else: a, b = on, lambda name=name: decode_corpus(packed, ids, **search, **_lever_off(name))
         r = timed_runs({"on": with_threads(1, a), "off": with_threads(1, b)}, repeats)
         (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]

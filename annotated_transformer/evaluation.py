@@ -153,7 +153,8 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
                     warn: Callable[[str], None]|None=None,                  # as in `translate`
                    ) -> list[list[tuple[float, str]]]: # per sentence (score, text), best first
     "The `options.n_best` translations of each raw sentence, with their scores; [] for a blank line."
-    if options.n_best is None: raise ValueError("translate_nbest needs options.n_best (translations per sentence)")
+    if options.n_best is None:
+        raise ValueError("translate_nbest needs options.n_best (translations per sentence)")
     sentences = list(sentences)
     todo, ids = encode_lines(model, codec, sentences, warn)
     lists = decode_corpus(model, ids, options, batch_size=batch_size, progress=progress)

@@ -244,7 +244,7 @@ def is_fast(model: nn.Module) -> bool:
     return isinstance(getattr(model, "decoder", None), FastDecoder)
 
 # %% ../nbs/22_fast_model.ipynb #7528e782
-def decode_incremental(model: nn.Module,     # a fast `Transformer` (`make_fast`), or an engine with this method
+def decode_incremental(model: nn.Module,     # a fast `Transformer` (`make_fast`), or an engine with it
                        memory: torch.Tensor, # (batch, src_len, d_model), or one row per sentence of g
                        src_mask: torch.Tensor, # bool, broadcastable to (batch, 1, 1, src_len)
                        tgt: torch.Tensor,    # (batch·g, new_len) int64: only the new positions
@@ -365,5 +365,5 @@ def enlarge_onednn_cache(capacity: int=16384, # primitives oneDNN keeps (its def
                         ) -> bool:            # False: set already (by the user, or too late to matter)
     "Let oneDNN keep `capacity` kernels, unless `ONEDNN_PRIMITIVE_CACHE_CAPACITY` is set: call it first."
     if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ: return False
-    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(capacity))
     return True

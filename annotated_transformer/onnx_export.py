@@ -315,7 +315,7 @@ class OnnxModel(nn.Module):
         return held[3:]
     def decode_incremental(self, memory, src_mask, tgt, cache):  # -> (batch, 1, vocab) log-probs
         entry = cache.layers[0]["self_attn"]
-        rows = entry.pop("rows", None)                # a deferred reorder (the fast model's `KVCache.reorder`)
+        rows = entry.pop("rows", None)                # a deferred reorder (`KVCache.reorder`)
         if rows is not None: entry.update(k=entry["k"][rows], v=entry["v"][rows])
         src, cross = self._step_inputs(memory, src_mask, tgt.shape[0] // max(memory.shape[0], 1))
         n, B, H, d_k = cross.shape[1], cross.shape[2], cross.shape[3], cross.shape[5]

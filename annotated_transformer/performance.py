@@ -333,7 +333,8 @@ def decode_speedup(preset: str="small",
     src, _ = synthetic_batch(batch_size, src_len, 2, vocab_size, seed, device=device)
     sm = model.make_src_mask(src)
     # -1 never occurs: n steps
-    run = lambda n, cache: (cached_greedy_decode if cache else greedy_decode)(model, src, sm, n, end_symbol=-1)
+    decode = lambda cache: cached_greedy_decode if cache else greedy_decode
+    run = lambda n, cache: decode(cache)(model, src, sm, n, end_symbol=-1)
     # the cache computes the same thing, to rounding
     check_cached_greedy(model, src, sm, 4)
     out = dict(speedup={}, seconds={})

@@ -1,9 +1,11 @@
 "Numerics under odd masks and reduced precision (faults and bad input, point 6); masks and losses at the edges (issue 11, item 5)."
+import copy
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 from annotated_transformer.attention import scaled_dot_product_attention, fused_attention, MultiHeadAttention
+from annotated_transformer.fast_model import make_fast, ModelLevers
 from annotated_transformer.model import create_transformer
 from annotated_transformer.embeddings import PAD_IDX
 
@@ -39,8 +41,8 @@ def test_fully_masked_rows_finite_forward_and_backward_in_both_paths():
     torch.manual_seed(0)
     mask = torch.zeros(2, 1, 3, 5, dtype=torch.bool)
     mask[0, 0, 0, :2] = True                                       # one row sees two keys; all others see none
-    for fused in (True, False):
-        mha = MultiHeadAttention(16, 4, fused=fused)
+    for fused in (True, False):                                    # the paper's layer; the fast one, explicit
+        mha = MultiHeadAttention(16, 4) if fused else make_fast(MultiHeadAttention(16, 4), ModelLevers(fused=False))
         x = torch.randn(2, 3, 16, requires_grad=True)
         mem = torch.randn(2, 5, 16, requires_grad=True)
         out = mha(x, mem, mem, mask)
@@ -114,10 +116,10 @@ def test_check_mask_accepts_exactly_what_both_attention_paths_accept(case):
     fused, fused_err = _attempt(lambda: fused_attention(q, k, v, mask))
     mhas = {}
     torch.manual_seed(seed % 1000)
-    mha = MultiHeadAttention(h * d, h).eval()
+    paper = MultiHeadAttention(h * d, h).eval()                    # the fused kernel
+    explicit_mha = make_fast(copy.deepcopy(paper), ModelLevers(fused=False))   # the fast twin, explicit
     x, mem = torch.randn(b, q_len, h * d, generator=g), torch.randn(b, k_len, h * d, generator=g)
-    for fused_path in (True, False):
-        mha.fused = fused_path
+    for fused_path, mha in ((True, paper), (False, explicit_mha)):
         mhas[fused_path] = _attempt(lambda: mha(x, mem, mem, mask))
     accepted = check_err is None
     assert accepted == rule, f"check_mask {'accepted' if accepted else 'refused'} {shape} for scores {(b, h, q_len, k_len)}"
