@@ -15,8 +15,8 @@ from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .attention import causal_mask
 
 # %% auto #0
-__all__ = ['MAX_LENGTH_PENALTY', 'length_normalization', 'SearchOptions', 'search_limits', 'Candidates', 'top_candidates',
-           'best_hypotheses', 'empty_result', 'search_done', 'beam_search']
+__all__ = ['MAX_LENGTH_PENALTY', 'length_normalization', 'SearchOptions', 'search_limits', 'force_end', 'Candidates',
+           'top_candidates', 'best_hypotheses', 'empty_result', 'search_done', 'beam_search']
 
 # %% ../nbs/14_decoding.ipynb #b877955e
 MAX_LENGTH_PENALTY = 10.0  # the largest α taken: lp stays finite at any length (§6.1 uses 0.6)
@@ -72,6 +72,15 @@ def search_limits(model: nn.Module,         # its `config.max_len` (positional t
     cap = getattr(getattr(model, "config", None), "max_len", None)   # the positional table's length
     return limit if cap is None else limit.clamp(max=cap)
 
+# %% ../nbs/14_decoding.ipynb #b0b20014
+def force_end(logp: torch.Tensor, # (rows, vocab) next-token log-probs of each live beam
+              last: torch.Tensor, # (rows,) bool: this step is the beam's last (its sentence's limit)
+              end_symbol: int,    # the one token allowed there (EOS)
+             ) -> torch.Tensor:   # (rows, vocab): on a last step, -inf but for `end_symbol`
+    "At its length limit a hypothesis must end: only EOS may follow, and it pays EOS's log-prob (fairseq)."
+    others = torch.arange(logp.shape[-1], device=logp.device) != end_symbol   # (vocab,)
+    return logp.masked_fill(last[:, None] & others, -math.inf)
+
 # %% ../nbs/14_decoding.ipynb #f42f9cb1
 class Candidates(NamedTuple):
     "A step's best one-token extensions of each sentence's live beams, best first: each (b, 2K)."
@@ -94,11 +103,11 @@ def _collect_finished(finished: list[list],   # per sentence: its K best (normal
                       active: list[int],      # the sentence of each row group
                       seqs: torch.Tensor,     # (b·K, step) live beams, BOS first
                       cand: Candidates,       # (b, 2K) the step's best candidates
-                      ends: torch.Tensor,     # (b, 2K) bool: the candidate ends (EOS, or the limit)
+                      ends: torch.Tensor,     # (b, 2K) bool: the candidate ends (in EOS)
                       lp: float,              # length_normalization(step, α)
                       K: int,                 # beam size
                      ):
-    "Store the top-K candidates that end (EOS, or the limit); each sentence keeps its K best."
+    "Store the top-K candidates that end in EOS; each sentence keeps its K best."
     top_l, parent_l, tok_l = cand.score.tolist(), cand.parent.tolist(), cand.token.tolist()
     end_l = ends.tolist()
     for r, i in enumerate(active):
@@ -192,10 +201,11 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
         step, b = step + 1, len(active)
         causal = causal_mask(step, dev)                                   # the whole prefix again
         h = model.decode(memory, mask, seqs, causal)[:, -1]               # (b·K, d_model)
-        cand = top_candidates(scores, model.generator(h).float(), K)      # (b, 2K) each
-        is_eos, at_limit = cand.token == o.end_symbol, step >= limit[active]     # (b, 2K), (b,)
-        lp = length_normalization(step, o.length_penalty)
-        _collect_finished(finished, active, seqs, cand, is_eos | at_limit[:, None], lp, K)
+        at_limit = step >= limit[active]                                  # (b,) the last step
+        logp = force_end(model.generator(h).float(), at_limit.repeat_interleave(K), o.end_symbol)
+        cand = top_candidates(scores, logp, K)                            # (b, 2K) each
+        is_eos, lp = cand.token == o.end_symbol, length_normalization(step, o.length_penalty)
+        _collect_finished(finished, active, seqs, cand, is_eos, lp, K)
         alive, pos = cand.score.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) go on
         done = search_done(alive[:, 0], *_finished_stats(finished, active, o.n_best or 1, dev), step,
                            limit[active], K, o.length_penalty, o.early_stop)

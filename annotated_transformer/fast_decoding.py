@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/fast_decodin
 
 # %% ../nbs/23_fast_decoding.ipynb #ba7bd490
 from __future__ import annotations
-import copy, dataclasses, math, signal, sys
+import copy, dataclasses, itertools, math, signal, sys
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, NamedTuple, Sequence
@@ -15,7 +15,7 @@ from torch import nn
 import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .decoding import (length_normalization, search_limits, search_done, beam_search,
-                                            SearchOptions, Candidates, top_candidates, empty_result,
+                                            SearchOptions, Candidates, top_candidates, force_end, empty_result,
                                             best_hypotheses)
 from .encoder_decoder import EncoderDecoder
 from .fast_model import KVCache, decode_incremental, is_fast, make_fast
@@ -71,7 +71,7 @@ def _fast_finish(fin: Finished,           # updated in place (`_merge_finished`)
                  active: torch.Tensor,    # (b,) int64 the sentences searched this step
                  seqs: torch.Tensor,      # (b·n_live, step) live beams, BOS first
                  cand: Candidates,        # (b, 2K) the best candidates
-                 ends: torch.Tensor,      # (b, K) bool: the top-K candidate ends (EOS, or the limit)
+                 ends: torch.Tensor,      # (b, K) bool: the top-K candidate ends (in EOS)
                  lp: float, pad_idx: int):
     "Merge the top-K candidates that end, with their normalised scores, into the finished ones."
     (b, K), n_live = ends.shape, seqs.shape[0] // ends.shape[0]
@@ -162,15 +162,16 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a fast `Transfo
         beams, n_live = _fast_start(model, src, src_mask, K, o.start_symbol, levers)
         cache = KVCache(len(model.decoder.layers))
         fin = _no_finished(B, K, int(limit.max()), o.pad_idx, dev)
-        active, step = torch.arange(B, device=dev), 0
+        active, step, first_last = torch.arange(B, device=dev), 0, int(limit.min())
         while True:
             step += 1
             h = decode_incremental(model, beams.memory, beams.mask, beams.seqs[:, -1:], cache)[:, -1]
-            logp = model.generator(h).float()                                 # (b·n_live, vocab)
+            logp, at_limit = model.generator(h).float(), step >= limit[active]  # (b·n_live, V), (b,)
+            if step >= first_last:                                 # some sentence's last step: EOS only
+                logp = force_end(logp, at_limit.repeat_interleave(n_live), o.end_symbol)
             cand = _chunked_candidates(beams.scores, logp, K, levers.topk_chunk)  # (b, 2K) each
-            is_eos, at_limit = cand.token == o.end_symbol, step >= limit[active]  # (b, 2K), (b,)
-            ends, lp = is_eos[:, :K] | at_limit[:, None], length_normalization(step, o.length_penalty)
-            _fast_finish(fin, active, beams.seqs, cand, ends, lp, o.pad_idx)
+            is_eos, lp = cand.token == o.end_symbol, length_normalization(step, o.length_penalty)
+            _fast_finish(fin, active, beams.seqs, cand, is_eos[:, :K], lp, o.pad_idx)
             alive, pos = cand.score.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
             done = at_limit | search_done(alive[:, 0], fin.scores[active, n - 1],
                                           (fin.scores[active] > -math.inf).sum(1), step,
@@ -239,7 +240,8 @@ def decode_batches(model: nn.Module,                # a `Transformer` in eval mo
     options, search = options or SearchOptions(), search or fast_beam_search
     if search is not beam_search and isinstance(model, EncoderDecoder) and not is_fast(model):
         model = make_fast(copy.deepcopy(model))          # the paper's layers: a fast copy
-    device = next(model.parameters()).device
+    held = next(itertools.chain(model.parameters(), model.buffers()), None)   # where the model is
+    device = held.device if held is not None else torch.device("cpu")
     pad = getattr(getattr(model, "config", None), "pad_idx", options.pad_idx)
     options = options if pad == options.pad_idx else dataclasses.replace(options, pad_idx=pad)
     order = list(range(len(sources)))

@@ -1,5 +1,5 @@
-// Beam search (greedy = beam 1) exactly as annotated_transformer/decoding.py `fast_beam_search`
-// (`length_normalization`, `search_limits`, `_candidates`, `_collect_finished`, `search_done`).
+// Beam search (greedy = beam 1) exactly as annotated_transformer/fast_decoding.py `fast_beam_search`
+// (decoding.py: `length_normalization`, `search_limits`, `force_end`, `top_candidates`, `search_done`).
 //
 // Running log-probs: the Python package keeps them in a float32 tensor (`scores`, and `cand =
 // scores + logp` is float32), so they are rounded to float32 after each addition here too
@@ -45,7 +45,7 @@ export function searchDone(bestLive, nthBest, nFinished, step, limit, K, alpha) 
  * @param {Function} step async ({tokens, parents, nLive}) -> {logProbs, attn}
  *        tokens: Int array of each live beam's newest token; parents: for each new live row, the
  *        row of the previous step it continues (null at step 1). attn: per row an opaque record.
- * @returns {{ids, score, attn, finished}} ids: tokens incl. the final EOS (if any)
+ * @returns {{ids, score, attn, finished}} ids: tokens incl. the final EOS
  */
 export async function beamSearch(step, { K = 4, alpha = 0.6, limit, vocab, bos = 1, eos = 2 }) {
   let seqs = [[bos]];          // live beams, BOS first
@@ -58,21 +58,22 @@ export async function beamSearch(step, { K = 4, alpha = 0.6, limit, vocab, bos =
     const out = await step({ tokens: seqs.map(s => s[s.length - 1]), parents, nLive, step: t });
     const V = vocab;
     const lp = out.logProbs;
+    const atLimit = t >= limit;   // force_end: at the limit only EOS may follow, and pays its log-prob
     const cand = new Float64Array(nLive * V);
     for (let r = 0; r < nLive; r++) {
       const s = scores[r];
-      for (let v = 0; v < V; v++) cand[r * V + v] = Math.fround(s + lp[r * V + v]);
+      for (let v = 0; v < V; v++)
+        cand[r * V + v] = atLimit && v !== eos ? -Infinity : Math.fround(s + lp[r * V + v]);
     }
     const { vals: top, idx } = topN(cand, Math.min(2 * K, nLive * V));
     const parent = idx.map(i => Math.floor(i / V)), tok = idx.map(i => i % V);
     const isEos = tok.map(x => x === eos);
     const norm = lengthNormalization(t, alpha);
-    const atLimit = t >= limit;
     const rowHist = r => hist[r].concat([out.attn ? out.attn[r] : null]);
-    // _collect_finished: the top-K candidates that end (EOS, or the limit)
+    // _collect_finished: the top-K candidates that end (in EOS)
     const fresh = [];
     for (let j = 0; j < Math.min(K, top.length); j++) {
-      if ((isEos[j] || atLimit) && top[j] > -Infinity)
+      if (isEos[j] && top[j] > -Infinity)
         fresh.push({ score: top[j] / norm, tokens: seqs[parent[j]].slice(1).concat([tok[j]]),
                      attn: rowHist(parent[j]), step: t });
     }
