@@ -197,7 +197,7 @@ def translate_and_map(model: nn.Module,         # a trained `Transformer`
 class ColorScale:
     "How `plot_attention` colours the weights: the colormap, the top of its scale, and a colorbar."
     cmap: str = "viridis"          # a matplotlib colormap name
-    vmax: float|None = None        # top of the colour scale (the bottom is 0); None: the largest weight
+    vmax: float|None = None        # top of the colour scale (bottom: 0); None: the largest weight
     colorbar: bool = True          # add a colorbar labelled "attention weight"
 
 
@@ -219,7 +219,7 @@ def plot_attention(weights: torch.Tensor,     # (queries, keys) one head's atten
                    title: str|None=None,
                    xlabel: str="key",
                    ylabel: str="query",
-                   scale: ColorScale|None=None, # colormap, its top, the colorbar (default `ColorScale()`)
+                   scale: ColorScale|None=None, # colormap, top, colorbar (default `ColorScale()`)
                   ):                          # the Axes
     "Heatmap of one head: rows = queries, columns = keys, labelled with the tokens."
     s = scale if scale is not None else ColorScale()

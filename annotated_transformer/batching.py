@@ -168,7 +168,7 @@ def __len__(self: TokenBatchSampler) -> int:
 # %% ../nbs/08_batching.ipynb #367122b9
 @dataclass
 class Shard:
-    "Which share of the batches a process loads: its rank among `world_size`, and whether all are equal."
+    "A process's share of the batches: its rank, the number of processes, equal shares or not."
     rank: int|None = None          # default: from torch.distributed, else 0
     world_size: int|None = None    # default: from torch.distributed, else 1
     even: bool|None = None         # equal batch counts per rank (default: the loader's `shuffle`)

@@ -280,7 +280,7 @@ def _machine(command: str, onnx: bool) -> dict:
 # %% ../nbs/94_benchmarking.ipynb #7b1e2d4f
 @dataclass
 class TranslationBench:
-    "What `bench_translation` measures: the sentences, the search, the configurations and how often."
+    "What `bench_translation` measures: sentences, search, configurations, how often."
     split: str = "test_2016_flickr"  # the Multi30k split to translate (ignored with `pairs`)
     n_sentences: int = 1000          # its first n sentences
     beam_size: int = 4               # the search, as `decode_corpus`
@@ -297,7 +297,7 @@ class TranslationBench:
 # %% ../nbs/94_benchmarking.ipynb #d64647e6
 def bench_translation(
     model: str|os.PathLike|Transformer="de-en",  # shipped name, folder, checkpoint, `Transformer`
-    bench: TranslationBench|None=None, # sentences, search, configurations (default: `TranslationBench()`)
+    bench: TranslationBench|None=None, # what to measure (default: `TranslationBench()`)
     pairs: Sequence[tuple[str, str]]|None=None, # (source, reference) pairs instead of `bench.split`
     codec=None,                     # the text pipeline of a `Transformer` model
     data_dir: str|os.PathLike|None=None, # data root (see `resolve_data_dir`)

@@ -549,12 +549,14 @@ def train_copy_command(args) -> int:
               lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
               clip_grad=args.clip_grad,
               n_train=args.max_train_pairs)
-    recipe = CopyRecipe(seed=seed, **{k: v for k, v in kw.items() if v is not None})   # unset: the recipe's
+    # flags not given: the recipe's defaults
+    recipe = CopyRecipe(seed=seed, **{k: v for k, v in kw.items() if v is not None})
     with distributed_session(args.device if args.device else "cpu") as ctx:
         t0 = time.perf_counter()
-        options = replace(COPY_FIT, max_steps=max_steps, epochs=args.epochs, accum_steps=accum_steps,
-                          precision=args.precision, checkpoint_dir=args.checkpoint_dir,
-                          save_every=args.save_every, resume_from=resume_from, progress=True)
+        options = replace(COPY_FIT, max_steps=max_steps, epochs=args.epochs,
+                          accum_steps=accum_steps, precision=args.precision,
+                          checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
+                          resume_from=resume_from, progress=True)
         try: model, state, train, averaged = train_copy(recipe, options, device=ctx.device)
         except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
         seconds = time.perf_counter() - t0
@@ -754,7 +756,8 @@ def variations_command(args) -> int:
         raise ValueError(f"--seeds {args.seeds}: "
                          f"expected comma-separated integers, e.g. 0,1,2") from None
     base = parse_base(args.base) if args.base else BASE
-    run = VariantRun(args.steps or STEPS, base, args.data_dir, args.max_train_pairs, args.max_eval_sentences)
+    run = VariantRun(args.steps or STEPS, base, args.data_dir, args.max_train_pairs,
+                     args.max_eval_sentences)
     records = run_variations(args.rows, args.results, seeds, args.rerun, run)
     if args.json: print(json.dumps(records, indent=1, ensure_ascii=False))
     elif any(r["name"] == "base" for r in records): print(variations_table(records))

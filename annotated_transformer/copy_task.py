@@ -116,7 +116,7 @@ COPY_CHECK_PAIRS = 500    # the check: a snapshot copies this many of its own tr
 
 @dataclass
 class CopyRecipe:
-    "The copy task's recipe: what `train_copy` builds its run from, and what a resumed run must repeat."
+    "The copy task's recipe: what `train_copy` builds a run from; a resumed run must repeat it."
     seed: int = 0                 # seeds the model, the data and the batch order
     preset: str = "tiny"          # model preset
     batch_tokens: int = 2400      # token budget per batch (per process)
@@ -129,7 +129,7 @@ class CopyRecipe:
 
     def to_dict(self) -> dict: return asdict(self)
 
-# `train_copy`'s default `fit` options: the recipe's updates, every position projected (callout below)
+# `train_copy`'s default options: the recipe's updates, every position projected (callout below)
 COPY_FIT = FitOptions(max_steps=COPY_MAX_STEPS, nonpad_logits=False)
 
 def check_copy_recipe(saved: dict,            # the checkpoint's `extra["recipe"]`
@@ -223,7 +223,7 @@ def _copy_parts(recipe: dict, device) -> tuple:
 
 # %% ../nbs/12_copy_task.ipynb #6181ef46
 def train_copy(recipe: CopyRecipe|None=None, # default: `CopyRecipe()`
-               options: FitOptions|None=None, # length, saves, resume (default `COPY_FIT`; clip_grad: the recipe's)
+               options: FitOptions|None=None, # length, saves, resume, ... (default: `COPY_FIT`)
                average: int=COPY_AVERAGE,   # average this many snapshots (§6.1; 1: the last good)
                average_every: int=COPY_AVERAGE_EVERY, # the spacing of those updates
                device=None,                 # default: cpu, or this process's GPU under torchrun
@@ -243,7 +243,8 @@ def train_copy(recipe: CopyRecipe|None=None, # default: `CopyRecipe()`
     def on_step(st):
         snaps(st)
         if user_hook is not None: user_hook(st)
-    o = replace(o, clip_grad=r.clip_grad, device=device, extra=extra, on_step=on_step)  # the recipe's
+    # clipping is the recipe's, the device this call's
+    o = replace(o, clip_grad=r.clip_grad, device=device, extra=extra, on_step=on_step)
     state = fit(model, loader, opt, sched, loss, o)
     chosen = _average_into(model, snaps, candidates(state.step), average, o.checkpoint_dir,
                            train[:COPY_CHECK_PAIRS])

@@ -167,7 +167,7 @@ def _sync(device):
 # %% ../nbs/19_performance.ipynb #b3c4a5e1
 @dataclass
 class BenchShape:
-    "What one benchmark times: the model (preset, config fields) and its synthetic batch, where, seeded."
+    "The model (preset, config fields) and synthetic batch one benchmark times; where; the seed."
     preset: str = "small"            # a key of PRESETS
     batch_size: int = 32             # sentences, B
     src_len: int = 32                # source tokens per sentence (before padding)
@@ -186,8 +186,10 @@ def training_throughput(b: BenchShape,         # the model and batch to time
     "Target tokens/s of a training step, ours vs `nn.Transformer` (same everything); matmul peak."
     device = b.device
     torch.manual_seed(b.seed)
-    ours = make_fast(create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides).to(device))
-    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed, device=device)
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    ours = make_fast(net.to(device))
+    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
+                               device=device)
     steps = {"ours": BenchStep(ours, src, tgt),
              "nn.Transformer": reference_step(TorchTransformerModel(ours).to(device), src, tgt),
              "nn.Transformer, its own dropout": reference_step(
@@ -268,8 +270,10 @@ def lever_speedups(b: BenchShape|None=None, # the model and batch to time (defau
     b = b or BenchShape()
     device = b.device
     torch.manual_seed(b.seed)
-    model = make_fast(create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides).to(device))
-    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed, device=device)
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    model = make_fast(net.to(device))
+    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
+                               device=device)
     fns = {"all levers": BenchStep(model, src, tgt)}
     for name, (switch_off, step_kw) in LEVERS.items():
         m = copy.deepcopy(model)
@@ -334,7 +338,7 @@ def check_cached_greedy(model: nn.Module,         # a `Transformer` in eval mode
                            f"best (tolerance {tol})")
 
 # %% ../nbs/19_performance.ipynb #ba2d712f
-def decode_speedup(b: BenchShape|None=None,     # model and sources (`tgt_len` unused); default: batch 64
+def decode_speedup(b: BenchShape|None=None,     # model, sources (no `tgt_len`); default: batch 64
                    steps: tuple=(16, 32, 64, 128), # output lengths, each forced (no early stop)
                    repeats: int=2,                 # interleaved timed runs of each
                   # {"speedup": {steps: ratio}, "seconds": {steps: {...}}}
@@ -343,7 +347,8 @@ def decode_speedup(b: BenchShape|None=None,     # model and sources (`tgt_len` u
     b = b or BenchShape(batch_size=64)
     device = b.device
     torch.manual_seed(b.seed)
-    model = make_fast(create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides).to(device))
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    model = make_fast(net.to(device))
     model.eval()
     src, _ = synthetic_batch(b.batch_size, b.src_len, 2, b.vocab_size, b.seed, device=device)
     sm = model.make_src_mask(src)
@@ -369,8 +374,10 @@ def bf16_speedup(b: BenchShape|None=None, # the model and batch to time (default
     b = b or BenchShape()
     device = b.device
     torch.manual_seed(b.seed)
-    model = make_fast(create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides).to(device))
-    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed, device=device)
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    model = make_fast(net.to(device))
+    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
+                               device=device)
     explicit = copy.deepcopy(model)
     # the CPU's bf16 fused-attention backward is slow: explicit path
     if torch.device(device or "cpu").type == "cpu":
@@ -547,13 +554,13 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
     levers = lever_speedups(replace(shape, preset="small"), s["repeats"])
     say("greedy decoding, cached vs uncached")
     d = s["decode"]
-    dec = decode_speedup(replace(shape, preset=d["preset"], batch_size=d["batch_size"], src_len=d["src_len"]),
-                         d["steps"], d["repeats"])
+    dshape = replace(shape, preset=d["preset"], batch_size=d["batch_size"], src_len=d["src_len"])
+    dec = decode_speedup(dshape, d["steps"], d["repeats"])
     say("§4 scaling: self-attention vs LSTM")
     scaling = attention_scaling(**s["scaling"], device=device)
     say("peak memory per preset")
-    mem = peak_memory(s["memory_presets"], shape.batch_size, shape.src_len, shape.tgt_len, shape.vocab_size,
-                      device, **s["overrides"])
+    mem = peak_memory(s["memory_presets"], shape.batch_size, shape.src_len, shape.tgt_len,
+                      shape.vocab_size, device, **s["overrides"])
     call = command or f"run_benchmarks(quick={quick!r}, device={str(device)!r}, bf16={bf16!r})"
     res = {**machine_record(call, device),     # command, date, hardware (vendor, capability, …)
            **_bench_result(quick, device, s, skip, dict(train=train, b16=b16, levers=levers, dec=dec,
@@ -568,7 +575,7 @@ TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused
               "F.cross_entropy(label_smoothing=0.1) over every position")
 
 def _bench_result(quick, device, s, skip,
-                  measured: dict, # train, b16, levers, dec, scaling, mem: what `run_benchmarks` measured
+                  measured: dict, # train, b16, levers, dec, scaling, mem: as measured
                  ) -> dict:
     "The measurements of `run_benchmarks` as one plain-JSON result: ratios, targets met, details."
     train, b16, levers, dec, scaling, mem = (measured[k] for k in ("train", "b16", "levers", "dec",

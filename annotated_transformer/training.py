@@ -103,7 +103,7 @@ class TrainStep:
                  optimizer: torch.optim.Optimizer,
                  scheduler=None,                      # stepped once per update
                  loss_fn: nn.Module|None=None,        # summed over real tokens; default §5.4's, ε = 0.1
-                 options: StepOptions|None=None,      # clipping, precision, device, levers (`StepOptions`)
+                 options: StepOptions|None=None,      # clipping, precision, device, levers
                 ):
         o = options if options is not None else StepOptions()
         clip_grad, precision, device = o.clip_grad, o.precision, o.device
@@ -222,7 +222,7 @@ class _Progress:
 # %% ../nbs/11_training.ipynb #5d0c7e21
 @dataclass
 class FitOptions(StepOptions):
-    "How `fit` trains (§5): one update's options, length, validation, accumulation, saves, callbacks."
+    "How `fit` trains (§5): one update's options; length, validation, saves, callbacks."
     max_steps: int|None = None       # stop after this many updates in total, resumed ones included
     epochs: int|None = None          # ... or after this many epochs (give one or both)
     validate_every: int|None = None  # validate every this many updates too (always at an epoch's end)
@@ -247,7 +247,7 @@ class FitOptions(StepOptions):
 # %% ../nbs/11_training.ipynb #6cf679a4
 def _fit_start(model, optimizer, scheduler, loss_fn, o: FitOptions, state: TrainState|None,
                log) -> tuple[TrainStep, Checkpointer, TrainState]:
-    "`fit`'s update, its checkpointer, and the state it starts from (restored from `o.resume_from`)."
+    "`fit`'s update, its checkpointer, and its starting state (restored from `o.resume_from`)."
     step = TrainStep(model, optimizer, scheduler, loss_fn, o)
     ckpts = Checkpointer(o.checkpoint_dir, step.raw, optimizer, scheduler, step.scaler, o.extra,
                          every=o.save_every)
@@ -286,7 +286,7 @@ def fit(model: nn.Module,                      # a `Transformer` on its device (
         options: FitOptions|None=None,         # length, validation, precision, ... (`FitOptions`)
         *,
         val_loader: Iterable[Batch]|None=None, # validation data (epoch ends, every `validate_every`)
-        state: TrainState|None=None,           # continue from this `TrainState` (unless `resume_from`)
+        state: TrainState|None=None,           # continue from this state (unless `resume_from`)
        ) -> TrainState:
     "Train (§5) for `max_steps` updates or `epochs` epochs; validate, save, stop cleanly on a signal."
     o = options if options is not None else FitOptions()

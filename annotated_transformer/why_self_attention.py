@@ -80,7 +80,7 @@ def scaling_sweep(ns: list[int],           # sequence lengths n
                   ds: list[int],           # widths d (every n is paired with every d)
                   kinds: tuple=LAYER_KINDS,
                   batch_size: int=4,       # sequences per call
-                  timing: SweepTiming|None=None, # repeats, threads, device (default `SweepTiming()`)
+                  timing: SweepTiming|None=None, # repeats, threads, device (`SweepTiming()`)
                   n_heads: int=8,          # heads of the self-attention layer
                   kernel_size: int=3,      # k of the convolution
                   seed: int=0,
