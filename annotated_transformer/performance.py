@@ -353,7 +353,8 @@ def decode_speedup(b: BenchShape|None=None,     # model, sources (no `tgt_len`);
     src, _ = synthetic_batch(b.batch_size, b.src_len, 2, b.vocab_size, b.seed, device=device)
     sm = model.make_src_mask(src)
     # -1 never occurs: n steps
-    run = lambda n, cache: (cached_greedy_decode if cache else greedy_decode)(model, src, sm, n, end_symbol=-1)
+    decode = lambda cache: cached_greedy_decode if cache else greedy_decode
+    run = lambda n, cache: decode(cache)(model, src, sm, n, end_symbol=-1)
     # the cache computes the same thing, to rounding
     check_cached_greedy(model, src, sm, 4)
     out = dict(speedup={}, seconds={})
