@@ -22,7 +22,8 @@ from .evaluation import encode_sources, translate
 
 # %% auto #0
 __all__ = ['KINDS', 'AXES', 'NAMES', 'attention_weights', 'AttentionRecorder', 'token_labels', 'AttentionMaps', 'attention_maps',
-           'translate_and_map', 'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence', 'save_attention_maps']
+           'translate_and_map', 'ColorScale', 'plot_attention', 'plot_heads', 'codec_vocabs', 'map_sentence',
+           'save_attention_maps']
 
 # %% ../nbs/18_attention_maps.ipynb #7bc33861
 def attention_weights(mha: MultiHeadAttention,     # the layer whose weights to compute
@@ -191,6 +192,15 @@ def translate_and_map(model: nn.Module,         # a trained `Transformer`
     tgt = torch.cat([torch.tensor([BOS_IDX], device=src.device), out])[None]
     return attention_maps(model, src, tgt, src_vocab, tgt_vocab)
 
+# %% ../nbs/18_attention_maps.ipynb #c01a5ca1
+@dataclass
+class ColorScale:
+    "How `plot_attention` colours the weights: the colormap, the top of its scale, and a colorbar."
+    cmap: str = "viridis"          # a matplotlib colormap name
+    vmax: float|None = None        # top of the colour scale (bottom: 0); None: the largest weight
+    colorbar: bool = True          # add a colorbar labelled "attention weight"
+
+
 # %% ../nbs/18_attention_maps.ipynb #6b7b119f
 def _ticks(ax, rows, cols, show_rows=True, show_cols=True, fontsize=None):
     ax.set_xticks(range(len(cols)), cols if show_cols else [], rotation=90, fontsize=fontsize)
@@ -209,11 +219,11 @@ def plot_attention(weights: torch.Tensor,     # (queries, keys) one head's atten
                    title: str|None=None,
                    xlabel: str="key",
                    ylabel: str="query",
-                   colorbar: bool=True,       # add a colorbar labelled "attention weight"
-                   cmap: str="viridis",
-                   vmax: float|None=None,     # top of the colour scale; None: the largest weight
+                   scale: ColorScale|None=None, # colormap, top, colorbar (default `ColorScale()`)
                   ):                          # the Axes
     "Heatmap of one head: rows = queries, columns = keys, labelled with the tokens."
+    s = scale if scale is not None else ColorScale()
+    cmap, vmax, colorbar = s.cmap, s.vmax, s.colorbar
     w = weights.detach().float().cpu()
     if w.dim() != 2:
         raise ValueError(f"weights must be (queries, keys), got shape {tuple(w.shape)}")

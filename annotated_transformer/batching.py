@@ -7,6 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/batching.htm
 # %% ../nbs/08_batching.ipynb #9cf35245
 from __future__ import annotations
 import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
 import torch
@@ -18,7 +19,7 @@ from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .runtime import dist_rank_world
 
 # %% auto #0
-__all__ = ['Batch', 'collate_batch', 'length_batches', 'TokenBatchSampler', 'token_batch_loader', 'padding_fraction']
+__all__ = ['Batch', 'collate_batch', 'length_batches', 'TokenBatchSampler', 'Shard', 'token_batch_loader', 'padding_fraction']
 
 # %% ../nbs/08_batching.ipynb #744a232c
 class Batch:
@@ -165,23 +166,30 @@ def __len__(self: TokenBatchSampler) -> int:
     return len(self.batches()) - self.start
 
 # %% ../nbs/08_batching.ipynb #367122b9
+@dataclass
+class Shard:
+    "A process's share of the batches: its rank, the number of processes, equal shares or not."
+    rank: int|None = None          # default: from torch.distributed, else 0
+    world_size: int|None = None    # default: from torch.distributed, else 1
+    even: bool|None = None         # equal batch counts per rank (default: the loader's `shuffle`)
+
 def token_batch_loader(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], # (src, tgt) 1-d ids
                        max_tokens: int,           # token budget per batch, padding included
                        shuffle: bool=True,        # training: by seed and epoch; validation: False
                        seed: int=0,               # base seed of the shuffle
-                       rank: int|None=None,       # default: from torch.distributed, else 0
-                       world_size: int|None=None, # default: from torch.distributed, else 1
-                       even: bool|None=None,      # equal batch counts per rank (default: shuffle)
+                       shard: Shard|None=None,    # this process's share (default: `Shard()`)
                        pad_idx: int=PAD_IDX,      # padding id
                        num_workers: int=0,        # DataLoader worker processes
                        pin_memory: bool=False,    # pin host memory (for GPU training)
                       ) -> DataLoader:
     "A `DataLoader` of token-budget, length-grouped `Batch`es of `pairs`: this rank's share."
+    sh = shard if shard is not None else Shard()
     r, w = dist_rank_world()                          # the process group's, (0, 1) without one
-    rank, world_size = r if rank is None else rank, w if world_size is None else world_size
+    rank = r if sh.rank is None else sh.rank
+    world_size = w if sh.world_size is None else sh.world_size
     lengths = [(len(s), len(t)) for s, t in pairs]
     sampler = TokenBatchSampler(lengths, max_tokens, shuffle, seed, rank, world_size,
-                                shuffle if even is None else even)
+                                shuffle if sh.even is None else sh.even)
     collate = partial(collate_batch, pad_idx=pad_idx)
     return DataLoader(pairs, batch_sampler=sampler, collate_fn=collate,
                       num_workers=num_workers, pin_memory=pin_memory)

@@ -7,6 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/benchmarking
 # %% ../nbs/94_benchmarking.ipynb #08e32ca0
 from __future__ import annotations
 import copy, importlib.metadata, itertools, os, platform, statistics, tempfile, time
+from dataclasses import dataclass
 from pathlib import Path
 from functools import partial
 from typing import Sequence
@@ -26,7 +27,7 @@ from .onnx_export import export_onnx, OnnxTranslator, OnnxModel
 # %% auto #0
 __all__ = ['DECODING_LEVERS', 'cpu_vendor', 'machine_record', 'timed_runs', 'with_threads', 'bleu_tokens', 'ours_engine',
            'ctranslate2_engine', 'onnx_engine', 'quantize_int8', 'engine_table', 'latency', 'lever_table',
-           'bench_inputs', 'bench_translation', 'bench_table']
+           'bench_inputs', 'TranslationBench', 'bench_translation', 'bench_table']
 
 # %% ../nbs/94_benchmarking.ipynb #a129fbdd
 def cpu_vendor(cpu: str, # a CPU's model name, as `hardware_summary` gives it
@@ -280,31 +281,41 @@ def _machine(command: str, onnx: bool) -> dict:
             **({"onnxruntime": version("onnxruntime")} if onnx else {}),
             "python": hw["python"], "date": rec["date"], "hardware": hw}
 
+# %% ../nbs/94_benchmarking.ipynb #7b1e2d4f
+@dataclass
+class TranslationBench:
+    "What `bench_translation` measures: sentences, search, configurations, how often."
+    split: str = "test_2016_flickr"  # the Multi30k split to translate (ignored with `pairs`)
+    n_sentences: int = 1000          # its first n sentences
+    beam_size: int = 4               # the search, as `decode_corpus`
+    length_penalty: float = 0.6      # length-penalty α
+    batch_size: int = 64             # sentences per batch
+    threads: Sequence[int] = (1, 2)  # thread counts; t > 1 also runs t workers of one thread each
+    repeats: int = 2                 # timed runs of each configuration, in turn; the median counts
+    int8_ours: bool = True           # also time ours with int8 linear layers (`quantize_int8`)
+    latency_sentences: int = 50      # single-sentence `translate` calls per engine (0: none)
+    lever_sentences: int = 0         # sentences for the lever table (0: no lever table)
+    onnx: bool = False               # also time ONNX Runtime (the [onnx] extra, chapter 35)
+
+
 # %% ../nbs/94_benchmarking.ipynb #d64647e6
 def bench_translation(
     model: str|os.PathLike|Transformer="de-en",  # shipped name, folder, checkpoint, `Transformer`
-    split: str="test_2016_flickr",  # the Multi30k split to translate (ignored with `pairs`)
-    n_sentences: int=1000,          # its first n sentences
-    beam_size: int=4,               # the search, as `decode_corpus`
-    length_penalty: float=0.6,      # length-penalty α
-    batch_size: int=64,             # sentences per batch
-    threads: Sequence[int]=(1, 2),  # thread counts; t > 1 also runs t workers of one thread each
-    repeats: int=2,                 # timed runs of each configuration, in turn; the median counts
-    int8_ours: bool=True,           # also time ours with int8 linear layers (`quantize_int8`)
-    latency_sentences: int=50,      # single-sentence `translate` calls per engine (0: none)
-    lever_sentences: int=0,         # sentences for the lever table (0: no lever table)
-    pairs: Sequence[tuple[str, str]]|None=None, # (source, reference) pairs instead of `split`
+    bench: TranslationBench|None=None, # what to measure (default: `TranslationBench()`)
+    pairs: Sequence[tuple[str, str]]|None=None, # (source, reference) pairs instead of `bench.split`
     codec=None,                     # the text pipeline of a `Transformer` model
     data_dir: str|os.PathLike|None=None, # data root (see `resolve_data_dir`)
     command: str|None=None,         # the command line to record (default: this call)
-    onnx: bool=False,               # also time ONNX Runtime (the [onnx] extra, chapter 35)
 ) -> dict:                          # plain data (JSON): the machine, runs, latency, levers
     "Ours against CTranslate2 (and ONNX Runtime), same weights and sentences: speed and BLEU."
+    b = bench if bench is not None else TranslationBench()
+    threads, repeats, int8_ours, onnx = b.threads, b.repeats, b.int8_ours, b.onnx
+    latency_sentences, lever_sentences = b.latency_sentences, b.lever_sentences
     m, codec, where = resolve_translator(model, codec)
-    split, pairs, refs, ids = bench_inputs(m, codec, split, pairs, n_sentences, data_dir)
-    asked = dict(beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
-    search = dict(options=SearchOptions(beam_size=beam_size, length_penalty=length_penalty),
-                  batch_size=batch_size)
+    split, pairs, refs, ids = bench_inputs(m, codec, b.split, pairs, b.n_sentences, data_dir)
+    asked = dict(beam_size=b.beam_size, length_penalty=b.length_penalty, batch_size=b.batch_size)
+    search = dict(options=SearchOptions(beam_size=b.beam_size, length_penalty=b.length_penalty),
+                  batch_size=b.batch_size)
     args = dict(model=where, split=split, n_sentences=len(pairs), **asked, threads=tuple(threads),
                 repeats=repeats, int8_ours=int8_ours, latency_sentences=latency_sentences,
                 lever_sentences=lever_sentences, onnx=onnx)
@@ -315,8 +326,8 @@ def bench_translation(
         engines = engine_table(m, codec, ids, threads, search, ct2_dir, onnx_dir, int8_ours)
         timed = timed_runs({n: f for n, (_, f) in engines.items()}, repeats)
         runs = _ratios([_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines])
-        lat = (latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], beam_size,
-                       length_penalty) if latency_sentences else [])
+        lat = (latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], b.beam_size,
+                       b.length_penalty) if latency_sentences else [])
     levers = (lever_table(m, codec, ids[:lever_sentences], refs[:lever_sentences], search, repeats)
               if lever_sentences else [])
     return {"command": call, "model": where, "split": split, "sentences": len(pairs), **asked,

@@ -8,7 +8,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"
 from __future__ import annotations
 import argparse, contextlib, functools, inspect, json, math, os, shlex, shutil, signal, sys, threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
 from fastcore.docments import docments
@@ -21,15 +21,15 @@ from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_spl
     resolve_data_dir, skipped_note, DirectionMismatch)
 from annotated_transformer.evaluation import (translate, encode_lines, nbest_row, score_sets,
     score_table)
-from .copy_task import COPY_MAX_STEPS, train_copy, copy_scores
+from .copy_task import COPY_MAX_STEPS, COPY_FIT, CopyRecipe, train_copy, copy_scores
 from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
     default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
-from .model_variations import BASE, STEPS, run_variations, variations_table
+from .model_variations import BASE, STEPS, VariantRun, run_variations, variations_table
 from .attention_maps import KINDS, save_attention_maps
 from .performance import run_benchmarks, format_report
 from .ctranslate2_export import export_ctranslate2
 from .onnx_export import export_onnx, onnx_available
-from .benchmarking import bench_translation, bench_table
+from .benchmarking import TranslationBench, bench_translation, bench_table
 from .pretrained import SHIPPED, export_model, open_translator
 from .decoding import MAX_LENGTH_PENALTY, SearchOptions
 from .fast_decoding import decode_batches
@@ -317,9 +317,9 @@ def _add_bench(sub):
                    help="decode a test set with ours and with CTranslate2 on the same weights")
     add_field(t, Options, "model", default="de-en")
     add_field(t, Options, "data_dir")
-    for name in ("n_sentences", "repeats"): add_field(t, bench_translation, name)
+    for name in ("n_sentences", "repeats"): add_field(t, TranslationBench, name)
     for name in ("latency_sentences", "lever_sentences"):                   # 0: none
-        add_field(t, bench_translation, name, type=non_negative_int)
+        add_field(t, TranslationBench, name, type=non_negative_int)
     t.add_argument("--threads", type=_int_list, default=(1, 2),
                    help="thread counts, comma-separated (default: 1,2)")
     for name in ("beam_size", "length_penalty", "batch_size"): add_field(t, Options, name)
@@ -564,14 +564,15 @@ def train_copy_command(args) -> int:
               lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
               clip_grad=args.clip_grad,
               n_train=args.max_train_pairs)
+    # flags not given: the recipe's defaults
+    recipe = CopyRecipe(seed=seed, **{k: v for k, v in kw.items() if v is not None})
     with distributed_session(args.device if args.device else "cpu") as ctx:
         t0 = time.perf_counter()
-        try: model, state, train, averaged = train_copy(
-                max_steps=max_steps, seed=seed, device=ctx.device, epochs=args.epochs,
-                accum_steps=accum_steps, precision=args.precision,
-                checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
-                resume_from=resume_from, progress=True,
-                **{k: v for k, v in kw.items() if v is not None})
+        options = replace(COPY_FIT, max_steps=max_steps, epochs=args.epochs,
+                          accum_steps=accum_steps, precision=args.precision,
+                          checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
+                          resume_from=resume_from, progress=True)
+        try: model, state, train, averaged = train_copy(recipe, options, device=ctx.device)
         except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
         seconds = time.perf_counter() - t0
         s = copy_scores(model, train, seed)
@@ -828,8 +829,9 @@ def variations_command(args) -> int:
         raise ValueError(f"--seeds {args.seeds}: "
                          f"expected comma-separated integers, e.g. 0,1,2") from None
     base = parse_base(args.base) if args.base else BASE
-    records = run_variations(args.rows, args.results, seeds, args.rerun, args.steps or STEPS, base,
-                             args.data_dir, args.max_train_pairs, args.max_eval_sentences)
+    run = VariantRun(args.steps or STEPS, base, args.data_dir, args.max_train_pairs,
+                     args.max_eval_sentences)
+    records = run_variations(args.rows, args.results, seeds, args.rerun, run)
     if args.json: print(json.dumps(records, indent=1, ensure_ascii=False))
     elif any(r["name"] == "base" for r in records): print(variations_table(records))
     else:
@@ -883,12 +885,11 @@ def export_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #4d771783
 def bench_translate_command(args) -> int:
     "`bench --translate`: ours against CTranslate2 (and ONNX Runtime) on the same weights; table or JSON."
-    names = ("model", "n_sentences", "beam_size", "length_penalty", "batch_size", "threads",
-             "repeats",
-             "latency_sentences", "lever_sentences", "data_dir")
+    names = ("n_sentences", "beam_size", "length_penalty", "batch_size", "threads", "repeats",
+             "latency_sentences", "lever_sentences")
     # ONNX Runtime is a third engine when the [onnx] extra is installed (chapter 35)
-    res = bench_translation(**{k: getattr(args, k) for k in names}, command=_bench_line(),
-                            onnx=onnx_available())
+    bench = TranslationBench(**{k: getattr(args, k) for k in names}, onnx=onnx_available())
+    res = bench_translation(args.model, bench, data_dir=args.data_dir, command=_bench_line())
     if args.output:
         with atomic_file(args.output) as f: f.write(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(res) if args.json else bench_table(res))

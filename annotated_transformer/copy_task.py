@@ -7,6 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/copy_task.ht
 # %% ../nbs/12_copy_task.ipynb #3b761d51
 from __future__ import annotations
 import copy, os
+from dataclasses import dataclass, asdict, replace
 from typing import NamedTuple
 import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX
@@ -22,8 +23,9 @@ from .runtime import seed_everything, dist_rank_world
 
 # %% auto #0
 __all__ = ['COPY_VOCAB_SIZE', 'COPY_MIN_LEN', 'COPY_MAX_LEN', 'COPY_MAX_STEPS', 'COPY_AVERAGE', 'COPY_AVERAGE_EVERY',
-           'COPY_CHECK_PAIRS', 'copy_sequence', 'copy_pairs', 'held_out_pairs', 'exact_match', 'copy_margin',
-           'check_copy_recipe', 'averaged_steps', 'WeightSnapshots', 'CopyRun', 'train_copy', 'copy_scores']
+           'COPY_CHECK_PAIRS', 'COPY_FIT', 'copy_sequence', 'copy_pairs', 'held_out_pairs', 'exact_match',
+           'copy_margin', 'CopyRecipe', 'check_copy_recipe', 'averaged_steps', 'WeightSnapshots', 'CopyRun',
+           'train_copy', 'copy_scores']
 
 # %% ../nbs/12_copy_task.ipynb #c0b76b8f
 COPY_VOCAB_SIZE = 14          # 4 special tokens + 10 symbols
@@ -112,6 +114,24 @@ COPY_AVERAGE = 5          # §6.1: the recipe's model is the mean of 5 of the we
 COPY_AVERAGE_EVERY = 100  # ... every 100th update of the last 1,000 (the last 5 that pass the check)
 COPY_CHECK_PAIRS = 500    # the check: a snapshot copies this many of its own training pairs exactly
 
+@dataclass
+class CopyRecipe:
+    "The copy task's recipe: what `train_copy` builds a run from; a resumed run must repeat it."
+    seed: int = 0                 # seeds the model, the data and the batch order
+    preset: str = "tiny"          # model preset
+    batch_tokens: int = 2400      # token budget per batch (per process)
+    warmup_steps: int = 50        # §5.3 warmup
+    lr_scale: float = 0.25        # factor on the §5.3 schedule
+    label_smoothing: float = 0.1  # ε_ls (§5.4)
+    clip_grad: float|None = 1.0   # gradient-norm clipping
+    n_train: int = 20000          # training sequences
+    dropout: float = 0.0          # see the callout above
+
+    def to_dict(self) -> dict: return asdict(self)
+
+# `train_copy`'s default options: the recipe's updates, every position projected (callout below)
+COPY_FIT = FitOptions(max_steps=COPY_MAX_STEPS, nonpad_logits=False)
+
 def check_copy_recipe(saved: dict,            # the checkpoint's `extra["recipe"]`
                       recipe: dict,           # this run's
                       name: str="checkpoint", # used in the message
@@ -188,9 +208,6 @@ def _average_into(model, snaps: WeightSnapshots,
     return chosen
 
 # %% ../nbs/12_copy_task.ipynb #164a97b0
-# `fit`'s keywords of one run (the other `fit_kwargs` of `train_copy` are `FitOptions` fields)
-_RUN_KEYWORDS = ("val_loader", "state", "resume_from", "checkpoint_dir", "extra", "on_step", "log")
-
 def _copy_parts(recipe: dict, device) -> tuple:
     "The recipe's model, optimizer, schedule, training pairs, batches and loss, seeded by its seed."
     r = recipe
@@ -205,43 +222,31 @@ def _copy_parts(recipe: dict, device) -> tuple:
     return model, opt, sched, train, loader, loss
 
 # %% ../nbs/12_copy_task.ipynb #6181ef46
-def train_copy(max_steps: int|None=COPY_MAX_STEPS, # optimizer updates (None: run `epochs` epochs)
-               seed: int=0,                 # seeds the model, the data and the batch order
-               preset: str="tiny",          # model preset
-               batch_tokens: int=2400,      # token budget per batch (per process)
-               warmup_steps: int=50,        # §5.3 warmup
-               lr_scale: float=0.25,        # factor on the §5.3 schedule
-               label_smoothing: float=0.1,  # ε_ls (§5.4)
-               clip_grad: float|None=1.0,   # gradient-norm clipping
-               n_train: int=20000,          # training sequences
-               dropout: float=0.0,          # see the callout above
+def train_copy(recipe: CopyRecipe|None=None, # default: `CopyRecipe()`
+               options: FitOptions|None=None, # length, saves, resume, ... (default: `COPY_FIT`)
                average: int=COPY_AVERAGE,   # average this many snapshots (§6.1; 1: the last good)
                average_every: int=COPY_AVERAGE_EVERY, # the spacing of those updates
                device=None,                 # default: cpu, or this process's GPU under torchrun
-               **fit_kwargs,                # `FitOptions` fields, `fit`'s keywords (checkpoint_dir...)
               ) -> CopyRun:
     "Train the copy task with `fit` (§5), average the last weights (§6.1); refuses another recipe."
+    r = recipe if recipe is not None else CopyRecipe()
+    o = options if options is not None else COPY_FIT
     device = torch.device(device or "cpu")
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
-    recipe = dict(seed=seed, preset=preset, batch_tokens=batch_tokens, warmup_steps=warmup_steps,
-                  lr_scale=lr_scale, label_smoothing=label_smoothing, clip_grad=clip_grad,
-                  n_train=n_train, dropout=dropout, accum_steps=fit_kwargs.get("accum_steps", 1),
-                  world_size=dist_rank_world()[1])
+    recipe = {**r.to_dict(), "accum_steps": o.accum_steps, "world_size": dist_rank_world()[1]}
     model, opt, sched, train, loader, loss = _copy_parts(recipe, device)
-    if (ck := fit_kwargs.get("resume_from")) is not None: _check_resume(ck, model, recipe)
-    run = {k: fit_kwargs.pop(k) for k in _RUN_KEYWORDS if k in fit_kwargs}
-    run.setdefault("extra", {"task": "copy", "recipe": recipe})
-    # the recipe's runs project every position; see the callout below
-    options = FitOptions(**{"nonpad_logits": False, **fit_kwargs, "max_steps": max_steps,
-                            "clip_grad": clip_grad, "device": device})
-    planned = planned_updates(len(loader), options.accum_steps, max_steps, options.epochs)
+    if o.resume_from is not None: _check_resume(o.resume_from, model, recipe)
+    extra = o.extra if o.extra is not None else {"task": "copy", "recipe": recipe}
+    planned = planned_updates(len(loader), o.accum_steps, o.max_steps, o.epochs)
     candidates = lambda final: averaged_steps(final, 2 * average, average_every)   # the last 10
-    snaps, user_hook = WeightSnapshots(model, candidates(planned)), run.pop("on_step", None)
+    snaps, user_hook = WeightSnapshots(model, candidates(planned)), o.on_step
     def on_step(st):
         snaps(st)
         if user_hook is not None: user_hook(st)
-    state = fit(model, loader, opt, sched, loss, options, on_step=on_step, **run)
-    chosen = _average_into(model, snaps, candidates(state.step), average, run.get("checkpoint_dir"),
+    # clipping is the recipe's, the device this call's
+    o = replace(o, clip_grad=r.clip_grad, device=device, extra=extra, on_step=on_step)
+    state = fit(model, loader, opt, sched, loss, o)
+    chosen = _average_into(model, snaps, candidates(state.step), average, o.checkpoint_dir,
                            train[:COPY_CHECK_PAIRS])
     return CopyRun(model, state, train, chosen)
 

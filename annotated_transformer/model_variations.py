@@ -7,7 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/model_variat
 # %% ../nbs/17_model_variations.ipynb #62c8bd91
 from __future__ import annotations
 import dataclasses, json, math, os, shlex, statistics, sys, tempfile, time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from .model import TransformerConfig, count_parameters
@@ -21,8 +21,8 @@ from .multi30k import Multi30kRecipe, RunOptions, train_multi30k
 
 # %% auto #0
 __all__ = ['BASE', 'BASE_RECIPE', 'STEPS', 'BASE_SEEDS', 'VARIANTS', 'Variant', 'select_variants', 'dev_perplexity',
-           'variant_setup', 'run_variant', 'read_results', 'run_variations', 'summarize', 'variations_table',
-           'plot_variations']
+           'variant_setup', 'run_variant', 'read_results', 'VariantRun', 'run_variations', 'summarize',
+           'variations_table', 'plot_variations']
 
 # %% ../nbs/17_model_variations.ipynb #0d75add1
 @dataclass(frozen=True)
@@ -183,20 +183,28 @@ def _append_result(path: Path, record: dict):
     finally: lock.close()
 
 # %% ../nbs/17_model_variations.ipynb #edb54411
+@dataclass
+class VariantRun:
+    "How `run_variations` trains and scores each variant: `run_variant`'s arguments but the seed."
+    steps: int = STEPS                # updates per run
+    base: dict = field(default_factory=lambda: dict(BASE))  # the base model
+    data_dir: str|os.PathLike|None = None  # data root (chapter 13)
+    max_train_pairs: int|None = None  # use only the first N training pairs (smoke runs)
+    max_eval_sentences: int|None = None # score only the first N development sentences (smoke runs)
+    progress: bool = False            # tqdm bars inside each run
+
 def run_variations(
     rows: str|list|None=None,        # rows/variants (see `select_variants`); None: all of Table 3
     results: str|os.PathLike="variations.json", # the results file, read first and appended to
     seeds: tuple|None=None, # seeds for every variant; None: BASE_SEEDS for the base, 0 for the rest
     rerun: bool=False,               # run again even if a record exists (and replace it)
-    steps: int=STEPS,                # updates per run
-    base: dict=BASE,                 # the base model
-    data_dir=None,                   # data root (chapter 13)
-    max_train_pairs: int|None=None,  # use only the first N training pairs (smoke runs)
-    max_eval_sentences: int|None=None, # score only the first N development sentences (smoke runs)
+    run: VariantRun|None=None,       # updates, base model, data, limits (default: `VariantRun()`)
     log=None,                        # callable for progress lines (default: stderr)
-    progress: bool=False,            # tqdm bars inside each run
 ) -> list[dict]:                     # the records asked for, from the file or new
     "Run the asked-for variants that are not yet in `results`, appending each record as it arrives."
+    o = run if run is not None else VariantRun()
+    steps, base, max_train_pairs, max_eval_sentences = (o.steps, o.base, o.max_train_pairs,
+                                                        o.max_eval_sentences)
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     path = Path(results)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -214,8 +222,8 @@ def run_variations(
             model_cfg = variant_setup(v, base)[0]
             log(f"{v.name} seed {seed}: training {steps} update{'s' * (steps != 1)} of "
                 f"{', '.join(f'{k}={x}' for k, x in model_cfg.items())} (the paper: {v.paper}) …")
-            r = {**run_variant(v, seed, steps, base, data_dir, max_train_pairs,
-                               max_eval_sentences, progress),
+            r = {**run_variant(v, seed, steps, base, o.data_dir, max_train_pairs,
+                               max_eval_sentences, o.progress),
                  "model_base": base}
             _append_result(path, r)
             out.append(r)

@@ -544,9 +544,9 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
     t = time.perf_counter()
     how = FitOptions(max_steps=total, epochs=n_epochs, accum_steps=recipe.accum_steps,
                      clip_grad=recipe.clip_grad, precision=o.precision, device=ctx.device,
-                     save_every=recipe.save_every, progress=o.progress)
-    try: state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader,
-                     resume_from=run.existing, checkpoint_dir=ckpt_dir, extra=extra, on_step=on_step)
+                     save_every=recipe.save_every, checkpoint_dir=ckpt_dir,
+                     resume_from=run.existing, extra=extra, progress=o.progress, on_step=on_step)
+    try: state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader)
     except TrainingInterrupted as e:       # the rows of the updates its checkpoint holds
         if history is not None: history.finish(checkpoint_step(e.checkpoint) if e.forced else e.step)
         raise

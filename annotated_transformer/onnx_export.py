@@ -21,25 +21,25 @@ from .runtime import write_folder_atomically
 from .ctranslate2_export import resolve_translator
 
 # %% auto #0
-__all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'export_copy', 'EncoderGraph', 'DecoderStepGraph',
+__all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'traceable_model', 'EncoderGraph', 'DecoderStepGraph',
            'graph_greedy', 'onnx_available', 'trace_graphs', 'export_onnx', 'OnnxTranslator', 'teacher_forced',
            'OnnxModel', 'parting_gap', 'agreement_table']
 
 # %% ../nbs/35_onnx_export.ipynb #40cd32b1
-def export_copy(model: Transformer,     # a trained model
-                attention: bool=True,   # record attention weights (explicit attention)
-               ) -> Transformer:        # a float32 eval-mode copy with the dense feed-forward
+def traceable_model(model: Transformer,     # a trained model
+                    attention: bool=True,   # record attention weights (explicit attention)
+                   ) -> Transformer:        # float32, eval mode, same weights, dense feed-forward
     "The model as it can be traced: dense feed-forward, no value-dependent shapes, same weights."
-    copy = make_fast(Transformer(model.config), ModelLevers(real_rows=False))
-    copy.load_state_dict(model.state_dict())
-    for m in copy.modules():
+    twin = make_fast(Transformer(model.config), ModelLevers(real_rows=False))
+    twin.load_state_dict(model.state_dict())
+    for m in twin.modules():
         if isinstance(m, MultiHeadAttention): m.record_weights = attention
-    return copy.float().eval()
+    return twin.float().eval()
 
 # %% ../nbs/35_onnx_export.ipynb #620a481c
 class EncoderGraph(nn.Module):
     "src ids → (cross_k, cross_v, enc_attn): what every decoder step needs from the source."
-    def __init__(self, model: Transformer): # from `export_copy`
+    def __init__(self, model: Transformer): # from `traceable_model`
         super().__init__()
         self.model = model
     def forward(self, src: torch.Tensor,   # (batch, src_len) int64 ids, <pad> after </s>
@@ -59,7 +59,7 @@ class EncoderGraph(nn.Module):
 # %% ../nbs/35_onnx_export.ipynb #1eb9b49a
 class DecoderStepGraph(nn.Module):
     "One decoder step: ids, source and caches in; log-probs, grown cache, attention out."
-    def __init__(self, model: Transformer): # from `export_copy`
+    def __init__(self, model: Transformer): # from `traceable_model`
         super().__init__()
         self.model = model
     def forward(self, tgt, src,      # (batch, 1) the newest ids; (batch, src_len) the source ids
@@ -138,8 +138,8 @@ def _trace(graph: nn.Module, args: tuple, io: tuple, dims: tuple, attention: boo
     return program.model_proto
 
 # %% ../nbs/35_onnx_export.ipynb #db385658
-def trace_graphs(model: Transformer,    # from `export_copy`
-                 attention: bool=True,  # as `export_copy`'s
+def trace_graphs(model: Transformer,    # from `traceable_model`
+                 attention: bool=True,  # as `traceable_model`'s
                 ) -> dict:              # {"encoder": ModelProto, "decoder": ModelProto}
     "Trace the encoder and the decoder step on small examples, with symbolic lengths."
     c = model.config
@@ -245,7 +245,7 @@ def export_onnx(
     if out.is_file() or foreign:
         raise FileExistsError(f"cannot export to {out}: it is a file or a folder that is not an "
                               "ONNX export; choose a new or empty folder")
-    graphs = trace_graphs(export_copy(m, attention), attention)
+    graphs = trace_graphs(traceable_model(m, attention), attention)
     manifest = _manifest(m, codec, where, attention)
     return write_folder_atomically(out, lambda tmp: _write_folder(tmp, graphs, manifest, codec, onnx))
 

@@ -7,6 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/performance.
 # %% ../nbs/19_performance.ipynb #15b62024
 from __future__ import annotations
 import copy, json, math, os, re, statistics, subprocess, sys, textwrap, time
+from dataclasses import dataclass, field, replace
 from contextlib import nullcontext
 import torch
 import torch.nn.functional as F
@@ -15,11 +16,11 @@ from .attention import MultiHeadAttention, causal_mask
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from .model import (Transformer, TransformerConfig, copy_to_torch_transformer,
                                          create_transformer, greedy_decode)
-from .why_self_attention import (plot_scaling, scaling_sweep, sweep_exponents,
-                                                      time_ratios)
+from .why_self_attention import (plot_scaling, scaling_sweep, SweepTiming,
+                                                      sweep_exponents, time_ratios)
 from .fast_model import make_fast, ModelLevers, cached_greedy_decode
 from .batching import Batch
-from .training import TrainStep
+from .training import TrainStep, StepOptions
 from .runtime import (bf16_native, bf16_slowdown, calls_for, hardware_summary,
                                            interleaved_times, median_ratio)
 from .benchmarking import machine_record
@@ -27,9 +28,10 @@ from .benchmarking import machine_record
 # %% auto #0
 __all__ = ['BENCH_VOCAB', 'LEVERS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'TRAIN_STEP', 'synthetic_batch',
            'TorchTransformerModel', 'BenchStep', 'TorchCrossEntropy', 'reference_step', 'train_step_flops',
-           'matmul_probe', 'training_throughput', 'lever_speedups', 'profile_breakdown', 'check_cached_greedy',
-           'decode_speedup', 'bf16_speedup', 'bf16_skip_reason', 'cpu_peak_memory_supported', 'step_peak_memory',
-           'peak_memory', 'attention_scaling', 'run_benchmarks', 'bench_machine', 'format_report', 'plot_bench']
+           'matmul_probe', 'BenchShape', 'training_throughput', 'lever_speedups', 'profile_breakdown',
+           'check_cached_greedy', 'decode_speedup', 'bf16_speedup', 'bf16_skip_reason', 'cpu_peak_memory_supported',
+           'step_peak_memory', 'peak_memory', 'attention_scaling', 'run_benchmarks', 'bench_machine', 'format_report',
+           'plot_bench']
 
 # %% ../nbs/19_performance.ipynb #3f4460b2
 BENCH_VOCAB = 8000  # about the size of each Multi30k vocabulary
@@ -105,7 +107,8 @@ class BenchStep:
         self.tokens = self.batch.n_tokens
         # §5.3
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
-        self.step = TrainStep(model, self.optimizer, loss_fn=loss_fn, precision=precision, **levers)
+        self.step = TrainStep(model, self.optimizer, loss_fn=loss_fn,
+                              options=StepOptions(precision=precision, **levers))
 
     def loss(self) -> torch.Tensor: # scalar: loss per target token, no update
         return self.step.loss(self.batch) / self.tokens
@@ -161,19 +164,32 @@ def matmul_probe(n: int=2048,                 # side of the square matrices
 def _sync(device):
     return torch.cuda.synchronize if torch.device(device or "cpu").type == "cuda" else None
 
+# %% ../nbs/19_performance.ipynb #b3c4a5e1
+@dataclass
+class BenchShape:
+    "The model (preset, config fields) and synthetic batch one benchmark times; where; the seed."
+    preset: str = "small"            # a key of PRESETS
+    batch_size: int = 32             # sentences, B
+    src_len: int = 32                # source tokens per sentence (before padding)
+    tgt_len: int = 32                # target tokens per sentence
+    vocab_size: int = BENCH_VOCAB    # source = target vocabulary
+    device: str|torch.device|None = None  # default: cpu
+    seed: int = 0                    # seeds the weights and the batch
+    overrides: dict = field(default_factory=dict)  # config fields, e.g. n_layers=1 for a quick run
+
+
 # %% ../nbs/19_performance.ipynb #679d5937
-def training_throughput(preset: str,           # a key of PRESETS
-                        batch_size: int=32, src_len: int=32, tgt_len: int=32,
-                        vocab_size: int=BENCH_VOCAB,
+def training_throughput(b: BenchShape,         # the model and batch to time
                         repeats: int=5,        # interleaved timed steps of each model
                         probe_n: int=2048,     # size of the matmul timed alongside
-                        device=None, seed: int=0,
-                        **overrides,           # config fields, e.g. n_layers=1 for a quick run
                        ) -> dict:
     "Target tokens/s of a training step, ours vs `nn.Transformer` (same everything); matmul peak."
-    torch.manual_seed(seed)
-    ours = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device))
-    src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
+    device = b.device
+    torch.manual_seed(b.seed)
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    ours = make_fast(net.to(device))
+    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
+                               device=device)
     steps = {"ours": BenchStep(ours, src, tgt),
              "nn.Transformer": reference_step(TorchTransformerModel(ours).to(device), src, tgt),
              "nn.Transformer, its own dropout": reference_step(
@@ -188,7 +204,7 @@ def training_throughput(preset: str,           # a key of PRESETS
     t = {k: statistics.median(v) for k, v in times.items()}
     flops, tokens = train_step_flops(ours.config, src, tgt), steps["ours"].tokens
     peak = n_probe * probe_flops / t["matmul"]
-    return dict(preset=preset, batch=[batch_size, src_len, tgt_len], tokens_per_step=tokens,
+    return dict(preset=b.preset, batch=[b.batch_size, b.src_len, b.tgt_len], tokens_per_step=tokens,
                 speedup=median_ratio(times, "nn.Transformer", "ours"),
                 speedup_vs_torch_own_dropout=median_ratio(
                     times, "nn.Transformer, its own dropout", "ours"),
@@ -247,15 +263,17 @@ LEVERS = {
     "loss in one pass":            (lambda m: None, {"fused_loss": False}),
 }
 
-def lever_speedups(preset: str="small",
-                   batch_size: int=32, src_len: int=32, tgt_len: int=32,
-                   vocab_size: int=BENCH_VOCAB, repeats: int=5,
-                   device=None, seed: int=0, **overrides,
+def lever_speedups(b: BenchShape|None=None, # the model and batch to time (default: `BenchShape()`)
+                   repeats: int=5,            # interleaved timed steps of each
                   ) -> dict:           # lever -> time without it / time with all levers
     "Each speed lever alone: our training step with that lever off against all on, interleaved."
-    torch.manual_seed(seed)
-    model = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device))
-    src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
+    b = b or BenchShape()
+    device = b.device
+    torch.manual_seed(b.seed)
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    model = make_fast(net.to(device))
+    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
+                               device=device)
     fns = {"all levers": BenchStep(model, src, tgt)}
     for name, (switch_off, step_kw) in LEVERS.items():
         m = copy.deepcopy(model)
@@ -320,17 +338,19 @@ def check_cached_greedy(model: nn.Module,         # a `Transformer` in eval mode
                            f"best (tolerance {tol})")
 
 # %% ../nbs/19_performance.ipynb #ba2d712f
-def decode_speedup(preset: str="small",
+def decode_speedup(b: BenchShape|None=None,     # model, sources (no `tgt_len`); default: batch 64
                    steps: tuple=(16, 32, 64, 128), # output lengths, each forced (no early stop)
-                   batch_size: int=64, src_len: int=32,
-                   vocab_size: int=BENCH_VOCAB,
-                   repeats: int=2, device=None, seed: int=0, **overrides,
+                   repeats: int=2,                 # interleaved timed runs of each
                   # {"speedup": {steps: ratio}, "seconds": {steps: {...}}}
                   ) -> dict:
     "Greedy decoding with the KV cache vs re-running the whole prefix, at fixed output lengths."
-    torch.manual_seed(seed)
-    model = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device)).eval()
-    src, _ = synthetic_batch(batch_size, src_len, 2, vocab_size, seed, device=device)
+    b = b or BenchShape(batch_size=64)
+    device = b.device
+    torch.manual_seed(b.seed)
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    model = make_fast(net.to(device))
+    model.eval()
+    src, _ = synthetic_batch(b.batch_size, b.src_len, 2, b.vocab_size, b.seed, device=device)
     sm = model.make_src_mask(src)
     # -1 never occurs: n steps
     decode = lambda cache: cached_greedy_decode if cache else greedy_decode
@@ -347,15 +367,18 @@ def decode_speedup(preset: str="small",
     return out
 
 # %% ../nbs/19_performance.ipynb #cb868275
-def bf16_speedup(preset: str="small",
-                 batch_size: int=32, src_len: int=32, tgt_len: int=32,
-                 vocab_size: int=BENCH_VOCAB, repeats: int=5, probe_n: int=2048,
-                 device=None, seed: int=0, **overrides,
+def bf16_speedup(b: BenchShape|None=None, # the model and batch to time (default: `BenchShape()`)
+                 repeats: int=5,            # interleaved timed steps of each
+                 probe_n: int=2048,         # size of the matmuls timed alongside
                 ) -> dict:
     "bf16 autocast vs fp32 training (ours), ours vs `nn.Transformer` under the same autocast, a bare matmul."
-    torch.manual_seed(seed)
-    model = make_fast(create_transformer(vocab_size, vocab_size, preset, **overrides).to(device))
-    src, tgt = synthetic_batch(batch_size, src_len, tgt_len, vocab_size, seed, device=device)
+    b = b or BenchShape()
+    device = b.device
+    torch.manual_seed(b.seed)
+    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
+    model = make_fast(net.to(device))
+    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
+                               device=device)
     explicit = copy.deepcopy(model)
     # the CPU's bf16 fused-attention backward is slow: explicit path
     if torch.device(device or "cpu").type == "cpu":
@@ -461,8 +484,9 @@ def attention_scaling(ns: list=(16, 32, 64, 128, 256, 512, 1024), # lengths at f
                      ) -> dict:
     "§4 measured (chapter 07): time exponents in n and d, and LSTM / self-attention time ratios."
     kinds = ("self-attention", "recurrent")
-    by_n = scaling_sweep(list(ns), [d], kinds, batch_size, repeats, device=device)
-    by_d = scaling_sweep([n], list(ds), kinds, batch_size, repeats, device=device)
+    timing = SweepTiming(repeats, device=device)
+    by_n = scaling_sweep(list(ns), [d], kinds, batch_size, timing)
+    by_d = scaling_sweep([n], list(ds), kinds, batch_size, timing)
     return dict(exponent_n=sweep_exponents(by_n, "n"), exponent_d=sweep_exponents(by_d, "d"),
                 lstm_over_attention={f"n={k[0]},d={k[1]}": r for k, r in time_ratios(by_n).items()},
                 rows_n=by_n, rows_d=by_d)
@@ -515,29 +539,33 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
     device, s = _bench_sizes(quick, device)
     log, t0 = log or (lambda msg: None), time.perf_counter()
     say = lambda msg: log(f"bench [{time.perf_counter() - t0:6.1f}s] {msg}")
-    common = dict(batch_size=s["batch_size"], src_len=s["src_len"], tgt_len=s["tgt_len"],
-                  vocab_size=s["vocab_size"], device=device, **s["overrides"])
+    shape = BenchShape(batch_size=s["batch_size"], src_len=s["src_len"], tgt_len=s["tgt_len"],
+                       vocab_size=s["vocab_size"], device=device, overrides=s["overrides"])
     skip = (None if bf16 else "not requested (bf16=False)" if bf16 is False
             else bf16_skip_reason(device))
     if skip: say(f"bf16 section skipped: {skip}")
     train, b16 = {}, {}
     for p in s["presets"]:
         say(f"training throughput, {p}: ours vs nn.Transformer")
-        train[p] = training_throughput(p, repeats=s["repeats"], probe_n=s["probe_n"], **common)
+        train[p] = training_throughput(replace(shape, preset=p), s["repeats"], s["probe_n"])
         if skip: continue
         say(f"bf16 autocast vs fp32, {p}")
-        b16[p] = bf16_speedup(p, repeats=s["repeats"], probe_n=s["probe_n"], **common)
+        b16[p] = bf16_speedup(replace(shape, preset=p), s["repeats"], s["probe_n"])
     say("levers, one at a time (small)")
-    levers = lever_speedups("small", repeats=s["repeats"], **common)
+    levers = lever_speedups(replace(shape, preset="small"), s["repeats"])
     say("greedy decoding, cached vs uncached")
-    dec = decode_speedup(**s["decode"], vocab_size=s["vocab_size"], device=device, **s["overrides"])
+    d = s["decode"]
+    dshape = replace(shape, preset=d["preset"], batch_size=d["batch_size"], src_len=d["src_len"])
+    dec = decode_speedup(dshape, d["steps"], d["repeats"])
     say("§4 scaling: self-attention vs LSTM")
     scaling = attention_scaling(**s["scaling"], device=device)
     say("peak memory per preset")
-    mem = peak_memory(s["memory_presets"], **common)
+    mem = peak_memory(s["memory_presets"], shape.batch_size, shape.src_len, shape.tgt_len,
+                      shape.vocab_size, device, **s["overrides"])
     call = command or f"run_benchmarks(quick={quick!r}, device={str(device)!r}, bf16={bf16!r})"
     res = {**machine_record(call, device),     # command, date, hardware (vendor, capability, …)
-           **_bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem)}
+           **_bench_result(quick, device, s, skip, dict(train=train, b16=b16, levers=levers, dec=dec,
+                                                         scaling=scaling, mem=mem))}
     res["seconds"] = time.perf_counter() - t0
     say("done")
     return res
@@ -547,8 +575,12 @@ TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused
               "reference: nn.Transformer through the same TrainStep with "
               "F.cross_entropy(label_smoothing=0.1) over every position")
 
-def _bench_result(quick, device, s, skip, train, b16, levers, dec, scaling, mem) -> dict:
+def _bench_result(quick, device, s, skip,
+                  measured: dict, # train, b16, levers, dec, scaling, mem: as measured
+                 ) -> dict:
     "The measurements of `run_benchmarks` as one plain-JSON result: ratios, targets met, details."
+    train, b16, levers, dec, scaling, mem = (measured[k] for k in ("train", "b16", "levers", "dec",
+                                                                  "scaling", "mem"))
     res = dict(
         quick=quick, targets=TARGETS,
         train_step=TRAIN_STEP,

@@ -21,7 +21,7 @@ from .runtime import (autocast, grad_scaler, data_parallel, grad_sync, all_reduc
 from .checkpoints import Checkpointer
 
 # %% auto #0
-__all__ = ['TrainState', 'LogitsModel', 'TrainStep', 'validate', 'FitOptions', 'fit', 'planned_updates']
+__all__ = ['TrainState', 'LogitsModel', 'StepOptions', 'TrainStep', 'validate', 'FitOptions', 'fit', 'planned_updates']
 
 # %% ../nbs/11_training.ipynb #2b2dd0b2
 @dataclass
@@ -84,30 +84,40 @@ def _default_loss(raw, fused: bool=False):
     return loss(c.tgt_vocab_size, 0.1, c.pad_idx, reduction="sum")
 
 # %% ../nbs/11_training.ipynb #32e8ac99
+@dataclass
+class StepOptions:
+    "How `TrainStep` makes one update: clipping, precision, the device and the two speed levers."
+    clip_grad: float|None = None     # max gradient norm (None: no clipping)
+    precision: str = "fp32"          # "fp32", "bf16" (CPU/GPU) or "fp16" (GPU, with a GradScaler)
+    device: str|torch.device|None = None  # default: the model's device
+    nonpad_logits: bool = True       # for speed: project only the real target positions (below)
+    fused_loss: bool = True          # for speed: the default loss in one pass (chapter 10)
+
+    def __post_init__(self):
+        if self.clip_grad is not None and not self.clip_grad > 0:
+            raise ValueError(f"clip_grad={self.clip_grad} must be positive")
+
 class TrainStep:
     "One optimizer update (§5.3) over micro-batches: loss ÷ the update's tokens, backward, clip, step."
     def __init__(self, model: nn.Module,              # a `Transformer` on its device
                  optimizer: torch.optim.Optimizer,
                  scheduler=None,                      # stepped once per update
                  loss_fn: nn.Module|None=None,        # summed over real tokens; default §5.4's, ε = 0.1
-                 *,
-                 clip_grad: float|None=None,          # max gradient norm (None: no clipping)
-                 precision: str="fp32",               # "fp32", "bf16" or "fp16" (GPU, with a GradScaler)
-                 device=None,                         # default: the model's device
-                 nonpad_logits: bool=True,            # for speed: project only the real target positions
-                 fused_loss: bool=True,               # for speed: the default loss in one pass (chapter 10)
+                 options: StepOptions|None=None,      # clipping, precision, device, levers
                 ):
+        o = options if options is not None else StepOptions()
+        clip_grad, precision, device = o.clip_grad, o.precision, o.device
         self.raw = unwrap_model(model)
         self.device = torch.device(device) if device is not None else next(self.raw.parameters()).device
         autocast(self.device, precision)                        # validates precision/device now
-        self.loss_fn = loss_fn or _default_loss(self.raw, fused_loss)
+        self.loss_fn = loss_fn or _default_loss(self.raw, o.fused_loss)
         if getattr(self.loss_fn, "reduction", "sum") != "sum":
             raise ValueError(f"loss_fn must sum over tokens (reduction='sum'); "
                              f"fit divides by the update's token count")
         self.optimizer, self.scheduler = optimizer, scheduler
         self.clip_grad, self.precision = clip_grad, precision
         self.scaler = grad_scaler(self.device, precision)
-        self.net = data_parallel(LogitsModel(self.raw, nonpad_logits), self.device)
+        self.net = data_parallel(LogitsModel(self.raw, o.nonpad_logits), self.device)
 
     def loss(self, batch: Batch) -> torch.Tensor: # scalar: the summed loss of one micro-batch
         return _forward_loss(self.net, batch, self.loss_fn, self.device, self.precision)
@@ -211,19 +221,19 @@ class _Progress:
 
 # %% ../nbs/11_training.ipynb #5d0c7e21
 @dataclass
-class FitOptions:
-    "How `fit` trains (§5): its length, validation, accumulation, clipping, precision, saves, levers."
+class FitOptions(StepOptions):
+    "How `fit` trains (§5): one update's options; length, validation, saves, callbacks."
     max_steps: int|None = None       # stop after this many updates in total, resumed ones included
     epochs: int|None = None          # ... or after this many epochs (give one or both)
     validate_every: int|None = None  # validate every this many updates too (always at an epoch's end)
     accum_steps: int = 1             # micro-batches per update
-    clip_grad: float|None = None     # max gradient norm (None: no clipping)
-    precision: str = "fp32"          # "fp32", "bf16" (CPU/GPU) or "fp16" (GPU, with a GradScaler)
-    device: str|torch.device|None = None  # default: the model's device
     save_every: int|None = None      # updates between checkpoints (a final one is always written)
+    checkpoint_dir: str|Path|None = None   # where `step_XXXXXXXX.pt` files go (rank 0 writes)
+    resume_from: str|Path|dict|None = None # restore everything from this checkpoint first
+    extra: dict|None = None          # plain data stored in each checkpoint (the vocabulary)
     progress: bool = True            # a progress bar on stderr (rank 0)
-    nonpad_logits: bool = True       # for speed: project only the real target positions (below)
-    fused_loss: bool = True          # for speed: the default loss in one pass (chapter 10)
+    log: Callable[[str], None]|None = None # rank 0's notes; default: stderr when `progress`
+    on_step: Callable[[TrainState], None]|None = None # called after every update (all ranks)
 
     def __post_init__(self):
         if self.accum_steps < 1: raise ValueError(f"accum_steps={self.accum_steps} must be at least 1")
@@ -232,18 +242,16 @@ class FitOptions:
         for k in ("max_steps", "epochs", "save_every", "validate_every"):
             v = getattr(self, k)
             if v is not None and v < 1: raise ValueError(f"{k}={v} must be at least 1")
-        if self.clip_grad is not None and not self.clip_grad > 0:
-            raise ValueError(f"clip_grad={self.clip_grad} must be positive")
+        super().__post_init__()
 
 # %% ../nbs/11_training.ipynb #6cf679a4
-def _fit_start(model, optimizer, scheduler, loss_fn, o: FitOptions, checkpoint_dir, extra,
-               state: TrainState|None, resume_from, log) -> tuple[TrainStep, Checkpointer, TrainState]:
-    "`fit`'s update, its checkpointer, and the state it starts from (restored from `resume_from` if given)."
-    step = TrainStep(model, optimizer, scheduler, loss_fn, clip_grad=o.clip_grad, precision=o.precision,
-                     device=o.device, nonpad_logits=o.nonpad_logits, fused_loss=o.fused_loss)
-    ckpts = Checkpointer(checkpoint_dir, step.raw, optimizer, scheduler, step.scaler, extra,
+def _fit_start(model, optimizer, scheduler, loss_fn, o: FitOptions, state: TrainState|None,
+               log) -> tuple[TrainStep, Checkpointer, TrainState]:
+    "`fit`'s update, its checkpointer, and its starting state (restored from `o.resume_from`)."
+    step = TrainStep(model, optimizer, scheduler, loss_fn, o)
+    ckpts = Checkpointer(o.checkpoint_dir, step.raw, optimizer, scheduler, step.scaler, o.extra,
                          every=o.save_every)
-    if resume_from is not None: state = TrainState.from_dict(ckpts.resume(resume_from, log))
+    if o.resume_from is not None: state = TrainState.from_dict(ckpts.resume(o.resume_from, log))
     else: state = state or TrainState()
     ckpts.remove_leftovers(log)
     return step, ckpts, state
@@ -253,7 +261,7 @@ def _quiet(message: str): pass
 
 # %% ../nbs/11_training.ipynb #2c574b59
 def _run_epoch(epoch: _Epoch, step: TrainStep, state: TrainState, o: FitOptions, stop: StopSignals,
-               bar: _Progress, ckpts: Checkpointer, on_step, validation) -> tuple[bool, float]:
+               bar: _Progress, ckpts: Checkpointer, validation) -> tuple[bool, float]:
     "The updates of one epoch of `fit`: (done, the stop signal all-reduced over processes, 0 for none)."
     done, stop_signal = False, 0
     for window in epoch:
@@ -262,7 +270,7 @@ def _run_epoch(epoch: _Epoch, step: TrainStep, state: TrainState, o: FitOptions,
         total, stop_signal = all_reduce_sum([loss_sum, float(stop.signum or 0)], step.device)
         state.record(total, n_tok, lr, check_finite=o.precision != "fp16")
         bar.update(state)
-        if on_step is not None: on_step(state)
+        if o.on_step is not None: o.on_step(state)
         if o.validate_every and state.step % o.validate_every == 0: validation()
         ckpts.after_update(state)
         done = bool(stop_signal) or (o.max_steps is not None and state.step >= o.max_steps)
@@ -278,18 +286,12 @@ def fit(model: nn.Module,                      # a `Transformer` on its device (
         options: FitOptions|None=None,         # length, validation, precision, ... (`FitOptions`)
         *,
         val_loader: Iterable[Batch]|None=None, # validation data (epoch ends, every `validate_every`)
-        state: TrainState|None=None,           # continue from this `TrainState`
-        resume_from: str|Path|dict|None=None,  # or restore everything from a checkpoint first
-        checkpoint_dir: str|Path|None=None,    # where `step_XXXXXXXX.pt` files go (rank 0 writes)
-        extra: dict|None=None,                 # plain data stored in each checkpoint (the vocabulary)
-        on_step: Callable[[TrainState], None]|None=None, # called after every update (all ranks)
-        log: Callable[[str], None]|None=None,  # rank 0's notes; default: stderr when `progress`
+        state: TrainState|None=None,           # continue from this state (unless `resume_from`)
        ) -> TrainState:
     "Train (§5) for `max_steps` updates or `epochs` epochs; validate, save, stop cleanly on a signal."
     o = options if options is not None else FitOptions()
-    if log is None: log = _stderr if o.progress else _quiet
-    step, ckpts, state = _fit_start(model, optimizer, scheduler, loss_fn, o, checkpoint_dir, extra,
-                                    state, resume_from, log)
+    log = o.log if o.log is not None else _stderr if o.progress else _quiet
+    step, ckpts, state = _fit_start(model, optimizer, scheduler, loss_fn, o, state, log)
     def validation():
         if val_loader is None: return
         loss = validate(step.raw, val_loader, step.loss_fn, step.device, o.precision)
@@ -300,7 +302,7 @@ def fit(model: nn.Module,                      # a `Transformer` on its device (
         step.raw.train()
         while not done and (o.epochs is None or state.epoch < o.epochs):
             epoch = _Epoch(train_loader, state, o.accum_steps, step.device)
-            done, stop_signal = _run_epoch(epoch, step, state, o, stop, bar, ckpts, on_step, validation)
+            done, stop_signal = _run_epoch(epoch, step, state, o, stop, bar, ckpts, validation)
             if done and (stop_signal or not epoch.all_used): break     # stopped inside the epoch
             if not o.validate_every or state.step % o.validate_every: validation()
             state.epoch += 1

@@ -7,6 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/why_self_att
 # %% ../nbs/07_why_self_attention.ipynb #a2e2152e
 from __future__ import annotations
 import math, statistics
+from dataclasses import dataclass
 from typing import Callable
 import torch
 from torch import nn
@@ -14,8 +15,8 @@ from .attention import MultiHeadAttention
 from .runtime import calls_for, interleaved_times
 
 # %% auto #0
-__all__ = ['LAYER_KINDS', 'RecurrentLayer', 'ConvLayer', 'SelfAttentionLayer', 'make_layer', 'table1_complexity', 'scaling_sweep',
-           'fit_exponent', 'sweep_exponents', 'plot_scaling', 'time_ratios', 'layers_to_connect']
+__all__ = ['LAYER_KINDS', 'RecurrentLayer', 'ConvLayer', 'SelfAttentionLayer', 'make_layer', 'table1_complexity', 'SweepTiming',
+           'scaling_sweep', 'fit_exponent', 'sweep_exponents', 'plot_scaling', 'time_ratios', 'layers_to_connect']
 
 # %% ../nbs/07_why_self_attention.ipynb #6c2df5da
 class RecurrentLayer(nn.Module):
@@ -66,32 +67,37 @@ def table1_complexity(kind: str, n: int, d: int, k: int=3) -> float:
     return terms[kind]
 
 # %% ../nbs/07_why_self_attention.ipynb #ed266cd4
+@dataclass
+class SweepTiming:
+    "How `scaling_sweep` times each point: how often, how long, on how many threads, where."
+    repeats: int = 3               # timed measurements per layer and point (median kept)
+    min_time: float = 0.01         # seconds per measurement: short calls are repeated within one
+    threads: int|None = None       # CPU threads while timing (None: leave torch's setting)
+    device: str|torch.device|None = None  # torch device (default CPU)
+
 @torch.no_grad()
 def scaling_sweep(ns: list[int],           # sequence lengths n
                   ds: list[int],           # widths d (every n is paired with every d)
                   kinds: tuple=LAYER_KINDS,
                   batch_size: int=4,       # sequences per call
-                  repeats: int=3,          # timed measurements per layer and point (median kept)
-                  # seconds per measurement: short calls are repeated within one
-                  min_time: float=0.01,
+                  timing: SweepTiming|None=None, # repeats, threads, device (`SweepTiming()`)
                   n_heads: int=8,          # heads of the self-attention layer
                   kernel_size: int=3,      # k of the convolution
                   seed: int=0,
-                  device=None,             # torch device (default CPU)
-                  threads: int|None=None,  # CPU threads while timing (None: leave torch's setting)
                  ) -> list[dict]:          # rows {kind, n, d, seconds}
     "Median forward time of each Table 1 layer at every (n, d), the kinds interleaved."
+    t = timing if timing is not None else SweepTiming()
     torch.manual_seed(seed)
-    sync = torch.cuda.synchronize if torch.device(device or "cpu").type == "cuda" else None
-    rows, before = [], torch.get_num_threads()
-    if threads: torch.set_num_threads(threads)
+    sync = torch.cuda.synchronize if torch.device(t.device or "cpu").type == "cuda" else None
+    before = torch.get_num_threads()
+    if t.threads: torch.set_num_threads(t.threads)
     try:
-        return _sweep(ns, ds, kinds, batch_size, repeats, min_time, n_heads, kernel_size, device,
-                      sync, rows)
+        return _sweep(ns, ds, kinds, batch_size, t, n_heads, kernel_size, sync)
     finally:
         torch.set_num_threads(before)
 
-def _sweep(ns, ds, kinds, batch_size, repeats, min_time, n_heads, kernel_size, device, sync, rows):
+def _sweep(ns, ds, kinds, batch_size, t: SweepTiming, n_heads, kernel_size, sync) -> list[dict]:
+    rows, repeats, min_time, device = [], t.repeats, t.min_time, t.device
     for d in ds:
         layers = {k: make_layer(k, d, n_heads, kernel_size).to(device).eval() for k in kinds}
         for n in ns:

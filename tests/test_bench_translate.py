@@ -7,7 +7,8 @@ import torch
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed: the benchmark compares against it (pip install 'annotated-transformer[ctranslate2]')")
 
-from annotated_transformer.benchmarking import DECODING_LEVERS, bench_table, bench_translation, quantize_int8
+from annotated_transformer.benchmarking import (DECODING_LEVERS, TranslationBench, bench_table, bench_translation,
+                                                quantize_int8)
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
 from annotated_transformer.decoding import SearchOptions, beam_search
 from annotated_transformer.fast_decoding import decode_corpus
@@ -33,7 +34,8 @@ def setup():
 
 def test_bench_structure(setup):
     m, codec, pairs = setup
-    res = bench_translation(m, codec=codec, pairs=pairs, threads=(1, 2), repeats=1, latency_sentences=2, lever_sentences=4, batch_size=4)
+    how = TranslationBench(threads=(1, 2), repeats=1, latency_sentences=2, lever_sentences=4, batch_size=4)
+    res = bench_translation(m, how, codec=codec, pairs=pairs)
     assert json.loads(json.dumps(res)) == res                                     # plain data
     for key in ("command", "date", "hardware", "cpu_capability", "torch", "ctranslate2", "torch_threads", "cpu_count", "runs", "latency", "levers"):
         assert key in res, key
@@ -85,8 +87,8 @@ def test_bench_with_onnx_runtime(setup):
     "`onnx=True` (what `bench --translate` passes with the [onnx] extra): a third engine, same search."
     pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
     m, codec, pairs = setup
-    res = bench_translation(m, codec=codec, pairs=pairs, threads=(1,), repeats=1, latency_sentences=0,
-                            int8_ours=False, batch_size=4, onnx=True)
+    how = TranslationBench(threads=(1,), repeats=1, latency_sentences=0, int8_ours=False, batch_size=4, onnx=True)
+    res = bench_translation(m, how, codec=codec, pairs=pairs)
     rows = {r["name"]: r for r in res["runs"]}
     assert rows["ONNX Runtime fp32, 1 thr"]["engine"] == "onnxruntime"
     assert rows["ONNX Runtime fp32, 1 thr"]["vs_ct2_float32"] is not None

@@ -75,11 +75,13 @@ def test_resume_with_dropout_restores_random_state(tmp_path):
     "Dropout draws from the global generator: the checkpoint's random states make a new process continue identically."
     script = textwrap.dedent("""
         import sys, torch
-        from annotated_transformer.copy_task import train_copy
+        from dataclasses import replace
+        from annotated_transformer.copy_task import COPY_FIT, CopyRecipe, train_copy
         from annotated_transformer.checkpoints import latest_checkpoint
         steps, d, resume = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-        train_copy(max_steps=steps, seed=1, n_train=1000, batch_tokens=300, dropout=0.1, checkpoint_dir=d,
-                   save_every=10, resume_from=latest_checkpoint(d) if resume else None, progress=False)
+        train_copy(CopyRecipe(seed=1, n_train=1000, batch_tokens=300, dropout=0.1),
+                   replace(COPY_FIT, max_steps=steps, checkpoint_dir=d, save_every=10,
+                           resume_from=latest_checkpoint(d) if resume else None, progress=False))
     """)
     for args in [("20", tmp_path / "full", "0"), ("10", tmp_path / "part", "0"), ("20", tmp_path / "part", "1")]:
         r = run(sys.executable, "-c", script, *map(str, args))

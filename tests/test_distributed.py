@@ -27,9 +27,9 @@ WORKER = textwrap.dedent("""
         snaps = []
         # K processes with accum_steps=1 see the same global batch as 1 process with accum_steps=K
         options = FitOptions(max_steps=steps, accum_steps=1 if ctx.world_size > 1 else 2, validate_every=steps,
-                             progress=False)
-        state = fit(model, train, opt, options=options, val_loader=val, checkpoint_dir=f"{out}/ck",
-                    on_step=lambda st: snaps.append([p.detach().clone() for p in model.parameters()]))
+                             progress=False, checkpoint_dir=f"{out}/ck",
+                             on_step=lambda st: snaps.append([p.detach().clone() for p in model.parameters()]))
+        state = fit(model, train, opt, options=options, val_loader=val)
         check_replicas_in_sync(model)
         torch.save({"snaps": snaps, "val": state.val_loss, "loss": state.train_loss, "world": ctx.world_size},
                    f"{out}/rank{ctx.rank}_of{ctx.world_size}.pt")
