@@ -243,7 +243,9 @@ def decode_ctranslate2(
                     length_penalty=0.0 if gnmt else length_penalty,
                     num_hypotheses=beam_size if gnmt else 1,
                     return_scores=gnmt, return_end_token=True,
-                    max_decoding_length=cap, min_decoding_length=0,
+                    # ours ends a hypothesis at its cap in EOS (chapter 14's `force_end`): the
+                    # tokens before it are the first cap - 1, where CTranslate2 stops
+                    max_decoding_length=max(cap - 1, 1), min_decoding_length=0,
                     # all groups queued at once: every worker busy
                     max_input_length=0, asynchronous=True))
                for cap, idx in groups.items()]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import annotated_transformer.decoding as decoding
+import annotated_transformer.fast_decoding as fast_decoding
 from annotated_transformer.cli import main, build_parser
 from annotated_transformer.data import build_codec, find_multi30k, DATA_ENV
 from annotated_transformer.model import create_transformer
@@ -67,13 +67,13 @@ def input_lines() -> list[str]:
 
 
 def stop_at_batch(monkeypatch, n: int):
-    "Ctrl-C during the n-th batch's search (the search is looked up at each batch, in the decoding module)."
-    real, calls = decoding.fast_beam_search, []
+    "Ctrl-C during the n-th batch's search (the search is looked up at each batch, in the fast decoding module)."
+    real, calls = fast_decoding.fast_beam_search, []
     def search(*a, **k):
         calls.append(1)
         if len(calls) == n: raise KeyboardInterrupt
         return real(*a, **k)
-    monkeypatch.setattr(decoding, "fast_beam_search", search)
+    monkeypatch.setattr(fast_decoding, "fast_beam_search", search)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -74,3 +74,44 @@ def test_evaluate_reproduces_the_model_card(name):
     assert res["sentences"] == sub["sentences"]
     assert abs(res["bleu"] - sub["bleu"]) <= 1.0, (res["bleu"], sub["bleu"])
     assert abs(res["chrf"] - sub["chrf"]) <= 1.0, (res["chrf"], sub["chrf"])
+
+
+# ---- one source for every published score: nbs/models/NAME.json (tools/ship_model.py --rescore writes it) ------------
+
+def _stored(name: str) -> dict: return json.loads((ROOT / "nbs" / "models" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _card_scores(text: str) -> tuple[str, dict[str, float]]:
+    "The card's score section: its heading, and set -> BLEU from its table."
+    sec = next(p for p in text.split("\n## ") if p.startswith("Scores"))
+    rows = [l.split("|") for l in sec.splitlines() if l.startswith("| ") and not l.startswith("| set")]
+    return sec.splitlines()[0], {r[1].strip(): float(r[3]) for r in rows}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_card_gives_the_stored_scores_and_their_search(name):
+    stored = _stored(name)
+    heading, scores = _card_scores((MODELS_DIR / name / "MODEL_CARD.md").read_text(encoding="utf-8"))
+    assert scores == {r["set"]: round(r["bleu"], 2) for r in stored["sets"]}, (scores, stored["sets"])
+    s = stored["search"]                                                  # the card names the search they came from
+    assert f"beam {s['beam_size']}" in heading and f"α {s['length_penalty']}" in heading and "exact" in heading, heading
+    assert "EOS" in s["at the length limit"] and "exact" in s["stopping"]
+    ci = (MODELS_DIR / name / "MODEL_CARD.md").read_text(encoding="utf-8").split("## CI check")[1].split("## ")[0]
+    assert f"| BLEU | {stored['ci_subset']['bleu']:.2f} |" in ci
+
+
+def test_the_readme_and_the_chapters_give_the_stored_scores():
+    "README (from nbs/index.ipynb) and chapter 16 quote test_2016_flickr BLEU only as the stored result has it."
+    import re
+    best = {n: next(r["bleu"] for r in _stored(n)["sets"] if r["set"] == "test_2016_flickr") for n in SHIPPED}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quoted = re.findall(r"(\d\d\.\d+) (?:sacre)?BLEU on test_2016_flickr", readme)
+    assert sorted(quoted) == sorted(f"{b:.1f}" for b in best.values()), (quoted, best)
+    ch16 = json.loads((ROOT / "nbs" / "16_multi30k.ipynb").read_text(encoding="utf-8"))
+    for c in ch16["cells"]:                                              # its saved tables: the stored numbers
+        for o in c.get("outputs", []):
+            md = "".join(o.get("data", {}).get("text/markdown", []))
+            for set_name, bleu in re.findall(r"^\| (test_2016_flickr) \| [\d,]+ \| ([\d.]+) \|", md, re.M):
+                assert float(bleu) in {round(b, 2) for b in best.values()}, (set_name, bleu, best)
+        if c["cell_type"] == "markdown":                                 # no hand-typed result in its prose
+            assert not re.search(r"\*\*\d\d\.\d\d\*\*", "".join(c["source"])), "".join(c["source"])[:200]

@@ -7,20 +7,98 @@ Exports the checkpoint to annotated_transformer/models/NAME (float16 safetensors
 the exported model — what `annotated-transformer evaluate --model NAME` loads — on the validation set, every Multi30k test
 set and the Tatoeba subset (beam 4, α 0.6), scores the float32 checkpoint on val and test_2016_flickr to show what float16
 storage costs, writes MODEL_CARD.md, and prints the sha256 of SHA256SUMS to pin in `SHIPPED_SHA256SUMS` (chapter 32).
-Needs the data root in $ANNOTATED_TRANSFORMER_DATA."""
-import argparse, json, shlex, sys, time
+Needs the data root in $ANNOTATED_TRANSFORMER_DATA.
+
+    python tools/ship_model.py --rescore de-en
+
+re-scores a shipped model as it is (after a change to the search, say) and writes the result where every published score
+comes from: nbs/models/NAME.json (its `sets`, `ci_subset`, `search` and `scored`), then the card's score sections from it.
+The README, the chapters and the card are checked against that file (tests/test_shipped_models.py)."""
+import argparse, dataclasses, json, re, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
 from annotated_transformer.data import TEST_SPLITS, TATOEBA, TEST_SET_INFO, load_split, available_test_splits
 from annotated_transformer.evaluation import score_sets
 from annotated_transformer.decoding import SearchOptions   # beam 4, α 0.6 (§6.1)
 from annotated_transformer.pretrained import (MODELS_DIR, SHIPPED, export_model, load_model, load_translator,
-    file_sha256, SUMS)
+    file_sha256, SUMS, CARD)
+from annotated_transformer.runtime import atomic_file
+from annotated_transformer.benchmarking import machine_record
 
 CI_SUBSET = 200  # the CI check re-scores the first this-many sentences of test_2016_flickr
 
 
+SEARCH_RULES = {"stopping": "exact (no live beam can still beat the best finished; chapter 14)",
+                "at the length limit": "only EOS may follow (force_end, fairseq's rule)"}
+
+
+def search_record(options: SearchOptions) -> dict:
+    "The search a score came from: SearchOptions' values and the rules that are not options."
+    return {**{k: v for k, v in dataclasses.asdict(options).items() if k in ("beam_size", "length_penalty",
+                                                                               "extra_len", "early_stop")},
+            **SEARCH_RULES}
+
+
+def score_rows(rows) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "hypotheses"} for r in rows]
+
+
+def card_scores(scores: dict) -> dict[str, object]:
+    "The card's score sections, from the stored result: the table, the signatures, the CI check."
+    s = scores["search"]
+    title = f"Scores (beam {s['beam_size']}, α {s['length_penalty']}, the exact stopping rule, EOS at the limit)"
+    table = [{"set": r["set"], "sentences": r["sentences"], "BLEU": f"{r['bleu']:.2f}", "chrF": f"{r['chrf']:.2f}",
+              "what it is": TEST_SET_INFO.get(r["set"], "Multi30k validation set (model selection)")}
+             for r in scores["sets"]]
+    sub, when = scores["ci_subset"], scores.get("scored", {})
+    return {title: table,
+            "Signatures": [f"BLEU: `{scores['sets'][0]['bleu_signature']}`", f"chrF2: `{scores['sets'][0]['chrf_signature']}`",
+                           f"from `nbs/models/{scores['name']}.json`, scored {when.get('date', '?')} on "
+                           f"{when.get('cpu', '?')} ({when.get('capability', '?')}) by `{when.get('command', '?')}`"],
+            "CI check": {"set": sub["set"], "first sentences": sub["sentences"], "BLEU": f"{sub['bleu']:.2f}",
+                         "chrF": f"{sub['chrf']:.2f}"}}
+
+
+def replace_sections(card: str, sections: dict) -> str:
+    "MODEL_CARD.md with its score sections replaced by `sections` (rendered as `render_card` does), in place."
+    from annotated_transformer.pretrained import render_card
+    body = render_card(sections, "x", {}).split("\n## Files")[0].split("\n", 2)[2]     # the sections alone
+    parts = re.split(r"(?m)^(?=## )", card)
+    keep = [p for p in parts if not re.match(r"## (Scores|Signatures|CI check)\b", p)]
+    at = next(i for i, p in enumerate(keep) if p.startswith("## Float16 storage") or p.startswith("## How it was made"))
+    fp16 = [re.sub(r"BLEU ([0-9.]+) with the float32 checkpoint, ([0-9.]+) with these float16 weights \(Δ ([-+0-9.]+)\)",
+                   r"float16 weights Δ \3 BLEU against the float32 checkpoint", p) if p.startswith("## Float16") else p
+            for p in keep]
+    fp16 = [p.replace("## Float16 storage\n", "## Float16 storage (measured when the model was shipped)\n") for p in fp16]
+    return "".join(fp16[:at]) + body.rstrip("\n") + "\n\n" + "".join(fp16[at:])
+
+
+def rescore(name: str, argv: list[str]):
+    "Score the shipped model `name` as it is now; write nbs/models/NAME.json and the card's score sections."
+    model, codec, meta = load_model(name)
+    src, tgt, options = meta["src_lang"], meta["tgt_lang"], SearchOptions()
+    names = ["val", *[s for s in available_test_splits() if s in (*TEST_SPLITS, TATOEBA)]]
+    sets = {s: load_split(s, src=src, tgt=tgt) for s in names}
+    rows = score_sets(model, codec, sets, options, progress=True)
+    subset = score_sets(model, codec, {"test_2016_flickr": sets["test_2016_flickr"][:CI_SUBSET]}, options)[0]
+    path = Path("nbs/models") / f"{name}.json"
+    scores = json.loads(path.read_text(encoding="utf-8"))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rec = machine_record(shlex.join(["python", "tools/ship_model.py", *argv]))
+    scores.update(sets=score_rows(rows), search=search_record(options),
+                  ci_subset={"set": "test_2016_flickr", "sentences": CI_SUBSET, "bleu": subset["bleu"], "chrf": subset["chrf"]},
+                  scored={"date": rec["date"], "cpu": rec["hardware"]["cpu"], "capability": rec["hardware"]["capability"],
+                          "command": rec["command"], "commit": commit})
+    with atomic_file(path) as f: f.write(json.dumps(scores, indent=1, ensure_ascii=False) + "\n")
+    card = MODELS_DIR / name / CARD
+    new = replace_sections(card.read_text(encoding="utf-8"), card_scores(scores))
+    with atomic_file(card) as f: f.write(new)
+    print(json.dumps({"name": name, **{r["set"]: round(r["bleu"], 2) for r in rows}, "ci_subset": round(subset["bleu"], 2)}))
+
+
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--rescore"] and len(argv) == 2: return rescore(argv[1], argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--name", required=True, choices=sorted(SHIPPED))
