@@ -15,8 +15,8 @@ from torch import nn
 import torch.nn.functional as F
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .decoding import (length_normalization, search_limits, search_done, beam_search,
-                                            SearchOptions, Candidates, top_candidates, force_end, empty_result,
-                                            best_hypotheses)
+                                            SearchOptions, Candidates, top_candidates, force_end,
+                                            empty_result, best_hypotheses)
 from .encoder_decoder import EncoderDecoder
 from .fast_model import KVCache, decode_incremental, is_fast, make_fast
 from .data import sentence_ids
