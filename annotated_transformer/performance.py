@@ -177,6 +177,13 @@ class BenchShape:
     seed: int = 0                    # seeds the weights and the batch
     overrides: dict = field(default_factory=dict)  # config fields, e.g. n_layers=1 for a quick run
 
+    def build(self) -> tuple:  # the fast model on the device (seeded), and its batch: model, src, tgt
+        "Our model as training runs it (`make_fast`), seeded by `seed`, and the synthetic batch."
+        torch.manual_seed(self.seed)
+        net = create_transformer(self.vocab_size, self.vocab_size, self.preset, **self.overrides)
+        src, tgt = synthetic_batch(self.batch_size, self.src_len, self.tgt_len, self.vocab_size, self.seed,
+                                   device=self.device)
+        return make_fast(net.to(self.device)), src, tgt
 
 # %% ../nbs/19_performance.ipynb #679d5937
 def training_throughput(b: BenchShape,         # the model and batch to time
@@ -184,12 +191,7 @@ def training_throughput(b: BenchShape,         # the model and batch to time
                         probe_n: int=2048,     # size of the matmul timed alongside
                        ) -> dict:
     "Target tokens/s of a training step, ours vs `nn.Transformer` (same everything); matmul peak."
-    device = b.device
-    torch.manual_seed(b.seed)
-    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
-    ours = make_fast(net.to(device))
-    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
-                               device=device)
+    device, (ours, src, tgt) = b.device, b.build()
     steps = {"ours": BenchStep(ours, src, tgt),
              "nn.Transformer": reference_step(TorchTransformerModel(ours).to(device), src, tgt),
              "nn.Transformer, its own dropout": reference_step(
@@ -268,12 +270,7 @@ def lever_speedups(b: BenchShape|None=None, # the model and batch to time (defau
                   ) -> dict:           # lever -> time without it / time with all levers
     "Each speed lever alone: our training step with that lever off against all on, interleaved."
     b = b or BenchShape()
-    device = b.device
-    torch.manual_seed(b.seed)
-    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
-    model = make_fast(net.to(device))
-    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
-                               device=device)
+    device, (model, src, tgt) = b.device, b.build()
     fns = {"all levers": BenchStep(model, src, tgt)}
     for name, (switch_off, step_kw) in LEVERS.items():
         m = copy.deepcopy(model)
@@ -373,12 +370,7 @@ def bf16_speedup(b: BenchShape|None=None, # the model and batch to time (default
                 ) -> dict:
     "bf16 autocast vs fp32 training (ours), ours vs `nn.Transformer` under the same autocast, a bare matmul."
     b = b or BenchShape()
-    device = b.device
-    torch.manual_seed(b.seed)
-    net = create_transformer(b.vocab_size, b.vocab_size, b.preset, **b.overrides)
-    model = make_fast(net.to(device))
-    src, tgt = synthetic_batch(b.batch_size, b.src_len, b.tgt_len, b.vocab_size, b.seed,
-                               device=device)
+    device, (model, src, tgt) = b.device, b.build()
     explicit = copy.deepcopy(model)
     # the CPU's bf16 fused-attention backward is slow: explicit path
     if torch.device(device or "cpu").type == "cpu":
