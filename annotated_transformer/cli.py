@@ -624,6 +624,7 @@ def _check_output(path):  # --output FILE, refused before anything is loaded or 
     if not (folder := Path(path).absolute().parent).is_dir():
         raise FileNotFoundError(f"--output {path}: its folder {folder} does not exist")
 
+# %% ../nbs/92_cli.ipynb #bffd48fc
 def _open(args):
     "The model, codec and description that --checkpoint/--model/--src/--tgt/--device ask for."
     _check_output(getattr(args, "output", None))   # translate, evaluate and attention write --output
@@ -858,6 +859,7 @@ def bench_command(args) -> int:
         return 1
     return 0
 
+# %% ../nbs/92_cli.ipynb #1300794b
 def export_command(args) -> int:
     "`annotated-transformer export`: a checkpoint or model → a model folder or CTranslate2 folder."
     fmt, quant = args.format, getattr(args, "quantization", None)

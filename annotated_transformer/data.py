@@ -332,6 +332,7 @@ def direction_of(extra: dict|None,                      # a checkpoint's extra: 
     return default_direction(src or extra.get("src") or vocab.get("src_lang"),
                              tgt or extra.get("tgt") or vocab.get("tgt_lang"))
 
+# %% ../nbs/13_data.ipynb #231263e5
 class DirectionMismatch(ValueError):
     "A model asked to translate another direction than its own; the command line words it in flags."
     def __init__(self, where,                # the model, named in the message

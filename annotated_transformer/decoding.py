@@ -198,7 +198,7 @@ def beam_search(model: nn.Module,          # an `EncoderDecoder` (e.g. `Transfor
     memory, mask, seqs, scores = _beam_start(model, src, src_mask, K, o.start_symbol)
     finished, active, step = [[] for _ in range(B)], list(range(B)), 0  # per sentence: (score, tokens)
     while active:
-        step, b = step + 1, len(active)
+        step += 1
         causal = causal_mask(step, dev)                                   # the whole prefix again
         h = model.decode(memory, mask, seqs, causal)[:, -1]               # (b·K, d_model)
         at_limit = step >= limit[active]                                  # (b,) the last step

@@ -8,7 +8,6 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/fast_decodin
 from __future__ import annotations
 import copy, dataclasses, itertools, math, signal, sys
 from dataclasses import dataclass
-from functools import partial
 from typing import Callable, NamedTuple, Sequence
 import torch
 from torch import nn
@@ -57,7 +56,7 @@ def _merge_finished(fin: Finished,           # each sentence's K best so far, up
                     norm: torch.Tensor,      # (b, K) float64 their normalised scores; -inf: no end
                     pad_idx: int):
     "`_collect_finished` on tensors: each sentence's K best of what it had and what ends now."
-    (b, K, step), (toks, lens, scores) = hyp.shape, fin
+    (_, K, step), (toks, lens, scores) = hyp.shape, fin
     score = torch.cat([scores[active], norm], 1)                         # (b, 2K), old first
     order = score.sort(dim=1, descending=True, stable=True).indices[:, :K]   # (b, K) a tie: old first
     new = torch.full_like(toks[active], pad_idx)

@@ -15,8 +15,8 @@ from torch import nn
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .encoder_decoder import EncoderDecoder, EncoderLayer, DecoderLayer, Decoder
 from .attention import (MultiHeadAttention, scaled_dot_product_attention,
-                                             fused_attention, check_mask, causal_mask)
-from .model import check_tokens, create_transformer, greedy_decode
+                                             fused_attention, check_mask)
+from .model import check_tokens
 
 # %% auto #0
 __all__ = ['FAST_TWINS', 'SYNC_EVERY', 'real_positions', 'on_rows', 'fused_is_slow', 'fold_queries', 'unfold_queries', 'KVCache',

@@ -193,6 +193,7 @@ class VariantRun:
     max_eval_sentences: int|None = None # score only the first N development sentences (smoke runs)
     progress: bool = False            # tqdm bars inside each run
 
+# %% ../nbs/17_model_variations.ipynb #476cf7a1
 def run_variations(
     rows: str|list|None=None,        # rows/variants (see `select_variants`); None: all of Table 3
     results: str|os.PathLike="variations.json", # the results file, read first and appended to

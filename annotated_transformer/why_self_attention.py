@@ -75,6 +75,7 @@ class SweepTiming:
     threads: int|None = None       # CPU threads while timing (None: leave torch's setting)
     device: str|torch.device|None = None  # torch device (default CPU)
 
+# %% ../nbs/07_why_self_attention.ipynb #be84d8c4
 @torch.no_grad()
 def scaling_sweep(ns: list[int],           # sequence lengths n
                   ds: list[int],           # widths d (every n is paired with every d)
