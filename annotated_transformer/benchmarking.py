@@ -17,17 +17,18 @@ from .runtime import bf16_native, hardware_summary, interleaved_times
 from .data import load_split
 from .decoding import SearchOptions, beam_search
 from .fast_decoding import decode_corpus, fast_beam_search, SearchLevers
-from .fast_model import make_fast, ModelLevers, pack_linears, PackedLinear
-from .evaluation import encode_sources, translate, corpus_bleu
+from .fast_model import make_fast, ModelLevers, pack_linears
+from .evaluation import encode_sources, corpus_bleu
 from .ctranslate2_export import (resolve_translator, export_ctranslate2,
-                                                      load_ctranslate2, decode_ctranslate2,
-                                                      translate_ctranslate2)
+                                                      load_ctranslate2, decode_ctranslate2)
 from .onnx_export import export_onnx, OnnxTranslator, OnnxModel
+from annotated_transformer.engines import (Engine, EngineOptions, model_engine, model_sha256, quantize_int8,
+    translate_lines)
 
 # %% auto #0
 __all__ = ['DECODING_LEVERS', 'cpu_vendor', 'machine_record', 'timed_runs', 'with_threads', 'bleu_tokens', 'ours_engine',
-           'ctranslate2_engine', 'onnx_engine', 'quantize_int8', 'engine_table', 'latency', 'lever_table',
-           'bench_inputs', 'TranslationBench', 'bench_translation', 'bench_table']
+           'ctranslate2_engine', 'onnx_engine', 'engine_table', 'command_line_rows', 'latency_engines', 'latency',
+           'lever_table', 'bench_inputs', 'TranslationBench', 'bench_translation', 'bench_table']
 
 # %% ../nbs/94_benchmarking.ipynb #a129fbdd
 def cpu_vendor(cpu: str, # a CPU's model name, as `hardware_summary` gives it
@@ -113,25 +114,6 @@ def onnx_engine(folder,                # written by `export_onnx`
     m = OnnxModel(OnnxTranslator(folder, threads=threads), config)
     return with_threads(threads, lambda: decode_corpus(m, ids, **search))
 
-# %% ../nbs/94_benchmarking.ipynb #119648a3
-def quantize_int8(
-    model: Transformer, # a float32 `Transformer` in eval mode (left as it is)
-) -> Transformer:       # a copy whose linear layers compute in int8 (dynamic quantization)
-    "Ours in int8, approximately: PyTorch's dynamic quantization of the linear layers, per channel."
-    import copy, warnings
-    if any(isinstance(m, PackedLinear) for m in model.modules()):
-        raise TypeError("quantize_int8 needs the model's nn.Linear layers, not PackedLinear: "
-                        "quantize the model before pack_linears")
-    with warnings.catch_warnings():
-        # torch.ao.quantization is deprecated in favour of torchao
-        warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic, per_channel_dynamic_qconfig
-        q = copy.deepcopy(model).eval()
-        names = {n for n, mod in q.named_modules()
-                 if isinstance(mod, torch.nn.Linear) and not n.endswith("in_proj")}
-        # in_proj stays float32: cross-attention slices its weight
-        return quantize_dynamic(q, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
-
 # %% ../nbs/94_benchmarking.ipynb #d66abcac
 def engine_table(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
                  ids: list[list[int]],       # source ids, <s> … </s>
@@ -167,26 +149,52 @@ def engine_table(model: Transformer, codec,  # the benchmarked model (float32, e
                                               onnx_engine(onnx_dir, model.config, ids, search, t))
     return out
 
+# %% ../nbs/94_benchmarking.ipynb #6ff31e46
+def command_line_rows(model: Transformer, codec, # the benchmarked model (float32, eval) and its codec
+                      sources: list[str],        # the raw source sentences
+                      threads: Sequence[int],    # thread counts, as `engine_table`'s
+                      search: dict,              # options (`SearchOptions`), batch_size
+                      cache_dir,                 # an empty folder: the export cache of this run
+                     ) -> tuple[dict, dict]:     # (name -> (description, decoder), threads -> open times)
+    "`translate --engine ctranslate2` as the command line runs it, at each thread count; opening timed apart."
+    sha, rows, opened = model_sha256(model, codec), {}, {}
+    for t in threads:
+        start = time.perf_counter()
+        e = model_engine(model, codec, EngineOptions("ctranslate2", "float32", "cpu", t, cache_dir), sha)
+        opened[t] = {"exported": e.info["exported"], "export_s": e.info["export_s"],
+                     "load_s": round(time.perf_counter() - start - e.info["export_s"], 3)}
+        rows[f"translate --engine ctranslate2, {t} thr"] = (
+            dict(engine="ctranslate2", compute="float32", threads=t, workers=1, command_line=True),
+            lambda e=e: list(translate_lines(e, sources, search["options"], search["batch_size"])))
+    return rows, opened
+
+def latency_engines(model: Transformer, codec, # the benchmarked model (float32, eval) and its codec
+                    cache_dir,                  # the export cache of this run
+                    int8_ours: bool=True,       # also torch int8
+                    onnx: bool=False,           # also ONNX Runtime
+                   ) -> dict[str, Engine]:      # name -> engine, one thread each
+    "Every engine and compute type `translate` offers on this CPU, as it opens them, on one thread."
+    pick = [("ours fp32", "torch", "float32"), ("ours int8", "torch", "int8") if int8_ours else None,
+            ("ours bf16", "torch", "bfloat16") if bf16_native() else None,
+            ("CT2 float32", "ctranslate2", "float32"), ("CT2 int8", "ctranslate2", "int8"),
+            ("ONNX Runtime fp32", "onnxruntime", "float32") if onnx else None]
+    sha = model_sha256(model, codec)
+    return {n: model_engine(model, codec, EngineOptions(e, c, "cpu", 1, cache_dir), sha)
+            for n, e, c in filter(None, pick)}
+
 # %% ../nbs/94_benchmarking.ipynb #a3303fd3
-def latency(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
-            ct2_dir,                    # its `export_ctranslate2` folder
-            sentences: list[str],       # each translated alone by each engine, in turn
-            beam_size: int=4,           # K
-            length_penalty: float=0.6,  # α
-           ) -> list[dict]:             # per engine: sentences, p50_ms, p90_ms
-    "Single-sentence `translate`, one thread, ours and CTranslate2 float32 in turn: p50, p90 in ms."
-    ct2 = (*load_ctranslate2(ct2_dir, compute_type="float32")[:2],
-           {"max_len": model.config.max_len})
-    packed = pack_linears(model)                  # as the command line opens it on a CPU
+def latency(engines: dict[str, Engine],  # name -> an engine as the command line opens it (`model_engine`)
+            sentences: list[str],        # each translated alone by each engine, in turn
+            beam_size: int=4,            # K
+            length_penalty: float=0.6,   # α
+           ) -> list[dict]:              # per engine: sentences, p50_ms, p90_ms
+    "Single-sentence `translate --engine E`, one thread, every engine in turn: p50, p90 in ms."
     o = SearchOptions(beam_size=beam_size, length_penalty=length_penalty)
-    one = {"ours fp32": lambda s: translate(packed, codec, [s], o),
-           "CT2 float32": lambda s: translate_ctranslate2(None, [s], o,
-                                                          translator=ct2)}
-    def in_turn(f):   # each call translates the next sentence; the warm-up call, the last one
+    def in_turn(e):   # each call translates the next sentence; the warm-up call, the last one
         todo = itertools.cycle(sentences[-1:] + sentences)
-        return with_threads(1, lambda: f(next(todo)))
+        return with_threads(1, lambda: list(translate_lines(e, [next(todo)], o)))
     with torch.inference_mode():
-        times = interleaved_times({n: in_turn(f) for n, f in one.items()}, len(sentences))
+        times = interleaved_times({n: in_turn(e) for n, e in engines.items()}, len(sentences))
     q9 = lambda xs: (statistics.quantiles(xs, n=10, method="inclusive")[8] if len(xs) > 1
                      else xs[0])
     return [{"engine": n, "sentences": len(ts), "p50_ms": round(1e3 * statistics.median(ts), 2),
@@ -250,14 +258,20 @@ def bench_inputs(model: Transformer, codec, # the model and its codec
     ids = encode_sources(codec, [s for s, _ in pairs], model.config.max_len)[0]
     return split, pairs, [t for _, t in pairs], ids
 
-def _run_row(name: str, desc: dict, timed: tuple, codec, refs: list[str]) -> dict:
-    "One configuration's row: sentences/s and tokens/s from the median time, every time, BLEU."
+def _run_row(name: str, desc: dict, timed: tuple, codec, refs: list[str],
+             reference: list) -> dict:  # torch fp32's hypotheses, ids (text for a text row)
+    "One configuration's row: sentences/s (and tokens/s) from the median time, every time, BLEU, identical."
     t, ts, hyps = timed
-    bleu, tokens = bleu_tokens(codec, hyps, refs)
+    text = bool(hyps) and isinstance(hyps[0], str)        # a command-line row: text in, text out
+    if text: bleu, tokens = corpus_bleu(hyps, refs).score, None
+    else: bleu, tokens = bleu_tokens(codec, hyps, refs)
+    same = hyps if not text else [codec.decode_tgt(h) for h in reference]
     return {"name": name, **desc, "cores": desc["threads"] * desc["workers"],
             "seconds": [round(x, 3) for x in ts],
-            "sentences_per_s": round(len(hyps) / t, 2), "tokens_per_s": round(tokens / t, 1),
-            "bleu": round(bleu, 2)}
+            "sentences_per_s": round(len(hyps) / t, 2),
+            "tokens_per_s": None if tokens is None else round(tokens / t, 1), "bleu": round(bleu, 2),
+            "identical": sum(a == b for a, b in zip(hyps if not text else hyps,
+                                                      reference if not text else same))}
 
 def _ratios(runs: list[dict]) -> list[dict]:
     "Add each row's speed against CTranslate2 float32 on as many cores: same layout, and its best."
@@ -324,14 +338,24 @@ def bench_translation(
         ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)  # float32; int8 at load
         onnx_dir = export_onnx(m, Path(tmp) / "onnx", codec=codec) if onnx else None
         engines = engine_table(m, codec, ids, threads, search, ct2_dir, onnx_dir, int8_ours)
-        timed = timed_runs({n: f for n, (_, f) in engines.items()}, repeats)
-        runs = _ratios([_run_row(n, engines[n][0], timed[n], codec, refs) for n in engines])
-        lat = (latency(m, codec, ct2_dir, [s for s, _ in pairs[:latency_sentences]], b.beam_size,
-                       b.length_penalty) if latency_sentences else [])
+        cli, opened = command_line_rows(m, codec, [s for s, _ in pairs], threads, search,
+                                        Path(tmp) / "cache")
+        # each command-line row right after CTranslate2's own row on as many threads: in turn
+        order = [x for n in engines for x in
+                 (n, *[c for c in cli if n == f"CT2 float32, {c.split(', ')[-1]}"])]
+        engines.update(cli)
+        timed = timed_runs({n: engines[n][1] for n in order}, repeats)
+        reference = timed[next(iter(engines))][2]                        # ours fp32, first thread count
+        runs = _ratios([_run_row(n, engines[n][0], timed[n], codec, refs, reference) for n in order])
+        lat = (latency(latency_engines(m, codec, Path(tmp) / "cache", int8_ours, onnx),
+                       [s for s, _ in pairs[:latency_sentences]], b.beam_size, b.length_penalty)
+               if latency_sentences else [])
     levers = (lever_table(m, codec, ids[:lever_sentences], refs[:lever_sentences], search, repeats)
               if lever_sentences else [])
     return {"command": call, "model": where, "split": split, "sentences": len(pairs), **asked,
-            **_machine(call, onnx), "runs": runs, "latency": lat, "levers": levers}
+            **_machine(call, onnx), "runs": runs, "latency": lat, "levers": levers,
+            "command_line": {"engine": "ctranslate2", "compute": "float32",
+                             "opened": {str(t): v for t, v in opened.items()}}}
 
 # %% ../nbs/94_benchmarking.ipynb #457d3ad2
 def _bench_header(r: dict) -> str:
@@ -344,17 +368,40 @@ def _bench_header(r: dict) -> str:
             + (f", ONNX Runtime {r['onnxruntime']}" if r.get("onnxruntime") else "")
             + (f"; {r['date']}" if r.get("date") else ""))
 
+def _command_line_lines(result: dict) -> list[str]:
+    "What the flag costs: each `translate --engine ctranslate2` row against CTranslate2's own; opening it."
+    rows = {r["name"]: r for r in result["runs"]}
+    opened = (result.get("command_line") or {}).get("opened", {})
+    L = []
+    for r in (r for r in result["runs"] if r.get("command_line")):
+        own = rows.get(f"CT2 float32, {r['threads']} thr")
+        o = opened.get(str(r["threads"]), {})
+        L.append(f"- `{r['name']}` (text in, text out): {r['sentences_per_s']:.1f} sentences/s, "
+                 + (f"{r['sentences_per_s'] / own['sentences_per_s']:.2f}× CTranslate2's own row on ids; "
+                    if own else "")
+                 + (f"opening it apart: the first export {o['export_s']:.1f} s, loading {o['load_s']:.2f} s"
+                    if o.get("exported") else
+                    f"opening it apart: from the cache, {o.get('export_s', 0):.2f} s to check it, "
+                    f"loading {o.get('load_s', 0):.2f} s"))
+    return ["", *L] if L else []
+
 def bench_table(result: dict, # from `bench_translation` (or its JSON)
                ) -> str:      # Markdown: the speed table, latency, the lever table, and the command
     "The benchmark as Markdown tables, ratios against CTranslate2 float32 on as many cores."
+    new = any("identical" in r for r in result["runs"])      # results since the identical column
     L = [_bench_header(result), "", "| engine | cores | sentences/s | tokens/s "
-         "| × CT2 fp32 (same layout) | × CT2 fp32 (its best) | BLEU |",
-         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+         "| × CT2 fp32 (same layout) | × CT2 fp32 (its best) | BLEU |"
+         + (" same as ours fp32 |" if new else ""),
+         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if new else "")]
     if result.get("note"): L[:0] = [f"**Note:** {result['note']}", ""]
     fmt = lambda x: "" if x is None else f"{x:.2f}×"
-    L += [f"| {r['name']} | {r['cores']} | {r['sentences_per_s']:.1f} | {r['tokens_per_s']:.0f} | "
+    tokens = lambda r: "" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.0f}"  # text rows: none
+    n = result["sentences"]
+    L += [f"| {r['name']} | {r['cores']} | {r['sentences_per_s']:.1f} | {tokens(r)} | "
           f"{fmt(r['vs_ct2_float32'])} | {fmt(r['vs_ct2_float32_best'])} | {r['bleu']:.2f} |"
+          + (f" {r['identical']}/{n} |" if new else "")
           for r in result["runs"]]
+    L += _command_line_lines(result)
     if result.get("latency"):
         L += ["", "| single sentence (translate, 1 thread) | p50 ms | p90 ms |",
               "| --- | ---: | ---: |"]

@@ -6,8 +6,8 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"
 
 # %% ../nbs/92_cli.ipynb #b3c08d29
 from __future__ import annotations
-import argparse, contextlib, functools, inspect, json, math, os, shlex, shutil, signal, sys, threading
-import time
+import argparse, contextlib, functools, inspect, itertools, json, math, os, shlex, shutil, signal, sys
+import threading, time
 from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
@@ -19,8 +19,7 @@ from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
     model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
 from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_split,
     resolve_data_dir, skipped_note, DirectionMismatch)
-from annotated_transformer.evaluation import (translate, encode_lines, nbest_row, score_sets,
-    score_table)
+from .evaluation import nbest_row, score_table
 from .copy_task import COPY_MAX_STEPS, COPY_FIT, CopyRecipe, train_copy, copy_scores
 from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
     default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
@@ -32,8 +31,9 @@ from .onnx_export import export_onnx, onnx_available
 from .benchmarking import TranslationBench, bench_translation, bench_table
 from .pretrained import SHIPPED, export_model, open_translator
 from .decoding import MAX_LENGTH_PENALTY, SearchOptions
-from .fast_decoding import decode_batches
 from .fast_model import pack_linears, enlarge_onednn_cache
+from .engines import (COMPUTE_TYPES, ENGINES, EngineOptions, open_engine,
+    translate_lines, score_engine_sets)
 
 # %% auto #0
 __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
@@ -225,7 +225,20 @@ def _add_decoding(s, directions="(default: the model's; another is an error)"):
     for name in ("length_penalty", "early_stop", "batch_size", "device"): add_field(s, Options, name)
     for name in ("src", "tgt"): add_field(s, Options, name, type=lang_code, more=directions)
 
-_SHIPPED_DEFAULT = "(default without --checkpoint: the shipped model for --src/--tgt, de-en)"
+_SHIPPED_DEFAULT = ("(default without --checkpoint: the shipped model for --src/--tgt, de-en; "
+                    "with --engine ctranslate2 or onnxruntime, also a folder that `export` wrote for it)")
+
+def _add_engine(s):
+    "--engine and --compute-type: which engine decodes, in which arithmetic (chapter 36)."
+    add_field(s, EngineOptions, "engine", choices=tuple(ENGINES), more=(
+        "(default torch). The first use of a model on ctranslate2 or onnxruntime exports it once into "
+        "the user cache; later runs reuse it. ctranslate2 is the fastest on a CPU "
+        "(pip install 'annotated-transformer[ctranslate2]'); onnxruntime needs the [onnx] extra. "
+        "CTranslate2's beam search stops by its own rule, not the book's exact one, so a few beam "
+        "outputs differ from torch's (chapter 36 counts them); greedy ones differ only at near-ties"))
+    types = "; ".join(f"{e}: {', '.join(t)}" for e, t in COMPUTE_TYPES.items())
+    add_field(s, EngineOptions, "compute_type", metavar="TYPE",
+              more=f"({types}; torch bfloat16 only where the CPU has it natively)")
 
 # %% ../nbs/92_cli.ipynb #ad03e370
 def _add_translate(sub):
@@ -233,11 +246,13 @@ def _add_translate(sub):
     s = sub.add_parser("translate", help=what, description=what)
     _add_model(s, _SHIPPED_DEFAULT)
     _add_decoding(s)
+    _add_engine(s)
     s.add_argument("sentences", nargs="*",
                    help="sentences to translate (default: one per line from --input, else stdin)")
     s.add_argument("--input", metavar="FILE", default=None,
-                   help="read the sentences from FILE, one per line "
-                        "(UTF-8, plain or .gz; - is stdin)")
+                   help="read the sentences from FILE, one per line (UTF-8, plain or .gz; - is stdin); "
+                        "a progress bar on stderr, then sentences/s and the engine. For a large file, "
+                        "--engine ctranslate2 --compute-type int8 is the fastest on a CPU")
     s.add_argument("--output", metavar="FILE", default=None,
                    help="write the translations to FILE (default: stdout)")
     s.add_argument("--n-best", type=positive_int, metavar="K", default=None,
@@ -250,6 +265,7 @@ def _add_evaluate(sub):
     s = sub.add_parser("evaluate", help=what, description=what)
     _add_model(s, _SHIPPED_DEFAULT)
     _add_decoding(s)
+    _add_engine(s)
     s.add_argument("--test", metavar="PREFIX", nargs="+", action="extend", default=None,
                    help="score on your files PREFIX.SRC / PREFIX.TGT instead "
                         "(default: the data the run was trained on)")
@@ -594,18 +610,15 @@ def _decode_line(raw: bytes, i: int) -> str:
         raise ValueError(f"stdin line {i}: bytes that are not UTF-8 "
                          f"({e.reason} at column {e.start + 1})") from None
 
-def _read_stdin_lines(stream=None) -> list[str]:
-    "All lines of stdin, strictly UTF-8, naming the line of a bad byte."
-    data = (stream or sys.stdin.buffer).read()
-    out = [_decode_line(raw, i) for i, raw in enumerate(data.split(b"\n"), 1)]
-    if out and out[-1] == "" and data.endswith(b"\n") or data == b"": out.pop()
-    return out
+def _stdin_batches(size: int, stream=None):  # yields lists of at most `size` lines, as they arrive
+    "Standard input, `size` lines at a time (strict UTF-8), each batch as soon as it is read."
+    lines = (_decode_line(raw, i) for i, raw in enumerate(stream or sys.stdin.buffer, 1))
+    while batch := list(itertools.islice(lines, size)): yield batch
 
 def _lines_in(args) -> list[str]:
-    "The sentences to translate: arguments, --input FILE (or -), or stdin."
+    "The sentences to translate: the arguments, or the lines of --input FILE."
     if args.sentences: return [" ".join(s.split("\n")) for s in args.sentences]
-    if args.input not in (None, "-"): return [t for _, t in iter_lines(args.input)]
-    return _read_stdin_lines()
+    return [t for _, t in iter_lines(args.input)]
 
 # %% ../nbs/92_cli.ipynb #3cc27407
 @contextlib.contextmanager
@@ -643,6 +656,16 @@ def _direction_in_flags(e: DirectionMismatch, args) -> ValueError:
     return ValueError(f"{what} translates {e.have[0]}→{e.have[1]}, not {s}→{t}: use {shipped}a model "
                       f"trained by `annotated-transformer train --src {s} --tgt {t}`")
 
+def _open_engine(args):
+    "The engine that translate's and evaluate's --engine, --compute-type and model flags ask for."
+    _check_output(getattr(args, "output", None))
+    o = EngineOptions(args.engine, args.compute_type, args.device)
+    say = lambda m: print(f"annotated-transformer {args.command}: {m}", file=sys.stderr, flush=True)
+    try: return open_engine(args.checkpoint, args.model, args.src, args.tgt, o, log=say)
+    except DirectionMismatch as e: raise _direction_in_flags(e, args) from None
+    # a missing extra: the error names it
+    except ImportError as e: raise RuntimeError(str(e)) from None
+
 def _check_beam(args, model):  # translate's and evaluate's --beam-size (and --n-best)
     "Refuse a beam wider than the target vocabulary: it keeps no more hypotheses, only more memory."
     flag, k = max(("--beam-size", args.beam_size), ("--n-best", getattr(args, "n_best", None) or 0),
@@ -658,25 +681,13 @@ def search_options(args) -> SearchOptions:
                          early_stop=args.early_stop, n_best=getattr(args, "n_best", None) or None)
 
 # %% ../nbs/92_cli.ipynb #8ff2d0ff
-def _translated_lines(model, codec, lines: list[str], args, warn,
-                     ):  # yields each input line's output rows, in input order
-    "Each line's translation (or n-best rows) as soon as it and every line before it are done."
-    todo, ids = encode_lines(model, codec, lines, warn)
-    out = [[] if args.n_best else [""] for _ in lines]             # a blank line: blank, no n-best row
-    finished, ready = [True] * len(lines), 0
-    for i in todo: finished[i] = False
-    with tqdm(total=len(ids), desc="decoding", unit="sent", file=sys.stderr,
-              disable=len(lines) < 2) as bar:
-        for b, hyps in decode_batches(model, ids, search_options(args), batch_size=args.batch_size):
-            for i, h in ((todo[j], h) for j, h in zip(b, hyps)):
-                finished[i] = True
-                out[i] = ([nbest_row(i + 1, r, s, codec.decode_tgt(t)) for r, (s, t) in enumerate(h, 1)]
-                          if args.n_best else [codec.decode_tgt(h)])
-            bar.update(len(b))
-            while ready < len(lines) and finished[ready]:
-                yield out[ready]
-                ready += 1
-    yield from out[ready:]                                          # blank lines after the last batch
+def _rows(engine, lines: list[str], args, warn,
+          first: int=1):  # the input line number of lines[0], for the n-best rows
+    "Each line's translation (or its n-best rows) as soon as it and every line before it are done."
+    per_line = translate_lines(engine, lines, search_options(args), args.batch_size, warn,
+                               progress=args.input not in (None, "-"))
+    for i, out in enumerate(per_line, first):
+        yield ([nbest_row(i, r, s, t) for r, (s, t) in enumerate(out, 1)] if args.n_best else [out])
 
 # %% ../nbs/92_cli.ipynb #b1c2d3e4
 def _write_rows(path, per_line, n_lines: int|None) -> int:  # --output; rows per input line; how many
@@ -705,17 +716,25 @@ def _keep_partial(path, done: list, n_lines: int|None) -> str:
 # %% ../nbs/92_cli.ipynb #b1c2d3e5
 def translate_command(args) -> int:
     "`annotated-transformer translate`: a translation (or n-best list) per input line, to stdout/FILE."
-    model, codec, _ = _open(args)
-    _check_beam(args, model)
+    engine = _open_engine(args)
+    _check_beam(args, engine)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    # interactive: a line at a time, as it is typed
-    if not args.sentences and args.input is None and not args.n_best and sys.stdin.isatty():
-        typed = (_decode_line(raw, i) for i, raw in enumerate(sys.stdin.buffer, 1))
-        per_line = (r for line in typed for r in _translated_lines(model, codec, [line], args, warn))
+    if not args.sentences and args.input in (None, "-"):       # standard input: the model loaded once
+        if sys.stdin.isatty() and not args.n_best:             # a terminal: each line as it is typed
+            typed = (_decode_line(raw, i) for i, raw in enumerate(sys.stdin.buffer, 1))
+            per_line = (r for line in typed for r in _rows(engine, [line], args, warn))
+        else:                                                  # a pipe: each batch as it finishes
+            per_line = itertools.chain.from_iterable(
+                _rows(engine, b, args, warn, first=1 + k * args.batch_size)
+                for k, b in enumerate(_stdin_batches(args.batch_size)))
         _write_rows(args.output, per_line, None)
         return 0
-    lines = _lines_in(args)
-    _write_rows(args.output, _translated_lines(model, codec, lines, args, warn), len(lines))
+    lines, t = _lines_in(args), time.perf_counter()
+    n = _write_rows(args.output, _rows(engine, lines, args, warn), len(lines))
+    if args.input is not None:                                 # a file: how fast, on what
+        s = time.perf_counter() - t
+        print(f"annotated-transformer translate: {n:,} sentences in {s:.1f} s "
+              f"({n / max(s, 1e-9):,.1f} sentences/s), engine {engine.describe()}", file=sys.stderr)
     return 0
 
 def average_command(args) -> int:
@@ -763,19 +782,21 @@ def evaluate_command(args) -> int:
     "`annotated-transformer evaluate`: sacreBLEU and chrF on each test set (or --split); --output."
     if args.data_dir and not args.test:                                         # data errors first
         ensure_splits(_splits(args, Corpus(data_dir=args.data_dir)), args.data_dir)
-    model, codec, info = _open(args)
-    _check_beam(args, model)
+    engine = _open_engine(args)
+    _check_beam(args, engine)
+    info = engine.info
     corpus = eval_corpus(args, info)
     splits = _splits(args, corpus)
     corpus.check(splits, info["src"], info["tgt"])
     sets = {s: corpus.pairs(s, info["src"], info["tgt"], args.max_sentences) for s in splits}
-    rows = score_sets(model, codec, sets, search_options(args), args.batch_size, progress=True)
+    rows = score_engine_sets(engine, sets, search_options(args), args.batch_size, progress=True)
     try: written, unwritten = _write_hypotheses(args.output, rows), None
     except OSError as e: written, unwritten = [], e                # the scores are printed all the same
     rows = [{k: (round(v, 2) if k in ("bleu", "chrf") else v) for k, v in r.items()
              if k != "hypotheses"}
             for r in rows]
-    res = {**info, "beam_size": args.beam_size, "length_penalty": args.length_penalty,
+    res = {**info, "engine": engine.name, "compute_type": engine.compute_type,
+           "beam_size": args.beam_size, "length_penalty": args.length_penalty,
            "early_stop": args.early_stop, "sets": rows, "hypotheses": written}
     # one set: its numbers at the top level too
     if len(rows) == 1:
@@ -785,7 +806,7 @@ def evaluate_command(args) -> int:
     if args.json: print(json.dumps(res, ensure_ascii=False))
     else:
         print(f"{info.get('model') or info['checkpoint']} ({info['src']}→{info['tgt']}), "
-              f"beam {args.beam_size}, α {args.length_penalty}"
+              f"{engine.name} {engine.compute_type}, beam {args.beam_size}, α {args.length_penalty}"
               f"{', stopped at K finished' if args.early_stop else ''}:\n" + score_table(rows)
               + "".join(f"\nhypotheses: {p}" for p in written))
     if unwritten: raise unwritten

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/ctranslate2_
 
 # %% ../nbs/34_ctranslate2_export.ipynb #3daa12f8
 from __future__ import annotations
-import json, os, shutil, tempfile
+import collections, itertools, json, os, shutil, tempfile
 from pathlib import Path
 from typing import Sequence
 import torch
@@ -21,7 +21,8 @@ from .pretrained import open_translator
 
 # %% auto #0
 __all__ = ['CT2_FORMAT', 'CT2_META', 'CT2_VOCAB', 'codec_tokens', 'to_ctranslate2_spec', 'resolve_translator',
-           'export_ctranslate2', 'load_ctranslate2', 'decode_ctranslate2', 'translate_ctranslate2']
+           'export_ctranslate2', 'load_ctranslate2', 'ctranslate2_batches', 'decode_ctranslate2',
+           'translate_ctranslate2']
 
 # %% ../nbs/34_ctranslate2_export.ipynb #b144c06d
 def codec_tokens(codec: WordCodec|BPECodec, # a model's text pipeline
@@ -45,7 +46,8 @@ def _ctranslate2():
                           "pip install 'annotated-transformer[ctranslate2]'") from None
     return ctranslate2
 
-def _np(t: torch.Tensor): return t.detach().float().cpu().numpy()   # float32, as the spec's default
+def _np(t: torch.Tensor):  # float32, as the spec's default; a copy: quantizing the spec must not
+    return t.detach().float().cpu().numpy().copy()   # write into the model's own weights
 
 def _linear(spec, lin: torch.nn.Linear|None=None, weight=None, bias=None):
     "A `LinearSpec` from an `nn.Linear` (or a slice of one): weight (out, in), bias, as in PyTorch."
@@ -199,13 +201,12 @@ def load_ctranslate2(
     return tr, codec, meta
 
 # %% ../nbs/34_ctranslate2_export.ipynb #c52e0649
-def _pick(hyps: list[list[int]], scores: list[float], length_penalty: float,
-          penalty: str) -> list[int]:
-    "The hypothesis to keep: the best GNMT-normalised of the final beam, or CTranslate2's first."
-    if penalty == "gnmt" and len(hyps) > 1:
-        return max(zip(scores, hyps),
-                   key=lambda x: x[0] / length_normalization(len(x[1]), length_penalty))[1]
-    return hyps[0]
+def _ranked(hyps: list[list[int]], scores: list[float], length_penalty: float, penalty: str,
+           ) -> list[tuple[float, list[int]]]: # (score, ids) best first
+    "The final beam ranked: by GNMT-normalised score (ours), or as CTranslate2 returned it."
+    if penalty != "gnmt": return list(zip(scores or [0.0] * len(hyps), hyps))
+    normed = [(s / length_normalization(len(h), length_penalty), h) for s, h in zip(scores, hyps)]
+    return sorted(normed, key=lambda x: -x[0])            # stable: a tie keeps CTranslate2's order
 
 def _by_cap(sources: Sequence[Sequence[int]], extra_len: int, max_len: int,
            ) -> dict[int, list[int]]: # output cap -> its sentences: one call per cap, as ours caps each
@@ -218,42 +219,56 @@ def _by_cap(sources: Sequence[Sequence[int]], extra_len: int, max_len: int,
     return groups
 
 # %% ../nbs/34_ctranslate2_export.ipynb #129770b6
-def decode_ctranslate2(
+def ctranslate2_batches(
     translator,                  # a `ctranslate2.Translator` (from `load_ctranslate2`)
     codec: WordCodec|BPECodec,   # the model's codec: its vocabularies
     # source ids per sentence, <s> … </s> (as `encode_sources` makes)
     sources: Sequence[Sequence[int]],
-    options: SearchOptions|None=None, # beam size, α, extra_len (maximum output: source + it), as ours
-    batch_size: int=64,          # sentences per batch (CTranslate2 sorts them by length)
+    options: SearchOptions|None=None, # beam size, α, extra_len, n_best, as ours
+    batch_size: int=64,          # sentences per batch
     max_len: int=1024,           # the model's positional table: no output is longer
     penalty: str="gnmt",         # "gnmt": ours, ((5+|Y|)/6)^α; "ctranslate2": its |Y|^α
-) -> list[list[int]]:            # hypotheses in input order, without <s>, </s>, <pad>
-    "`decode_corpus` (chapter 14) by CTranslate2: the same ids in, the same kind of hypotheses out."
+):  # yields (the batch's sentence indices, their hypotheses) as each batch ends, like `decode_batches`
+    "`decode_batches` (chapter 23) by CTranslate2: batches of one output cap, a few queued at a time."
     if penalty not in ("gnmt", "ctranslate2"):
         raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
     o = options or SearchOptions()
-    beam_size, length_penalty = o.beam_size, o.length_penalty
+    K, gnmt = o.beams, penalty == "gnmt"
     src_itos, tgt_itos = codec_tokens(codec)
     stoi = {t: i for i, t in enumerate(tgt_itos)}
-    gnmt, groups = penalty == "gnmt" and beam_size > 1, _by_cap(sources, o.extra_len, max_len)
-    out: list[list[int]] = [[] for _ in sources]
-    pending = [(idx, translator.translate_batch(
-                    [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
-                    max_batch_size=batch_size, beam_size=beam_size,
-                    length_penalty=0.0 if gnmt else length_penalty,
-                    num_hypotheses=beam_size if gnmt else 1,
-                    return_scores=gnmt, return_end_token=True,
-                    # ours ends a hypothesis at its cap in EOS (chapter 14's `force_end`): the
-                    # tokens before it are the first cap - 1, where CTranslate2 stops
-                    max_decoding_length=max(cap - 1, 1), min_decoding_length=0,
-                    # all groups queued at once: every worker busy
-                    max_input_length=0, asynchronous=True))
-               for cap, idx in groups.items()]
-    for idx, res in pending:
-        for k, r in zip(idx, res):
-            r = r.result()
-            out[k] = sentence_ids(_pick([[stoi[t] for t in h] for h in r.hypotheses], r.scores,
-                                        length_penalty, penalty))
+    groups = sorted(_by_cap(sources, o.extra_len, max_len).items())
+    todo = iter([(cap, idx[s:s + batch_size]) for cap, idx in groups
+                 for s in range(0, len(idx), batch_size)])
+    submit = lambda cap, idx: (idx, translator.translate_batch(
+        [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
+        max_batch_size=batch_size, beam_size=K, length_penalty=0.0 if gnmt else o.length_penalty,
+        num_hypotheses=K, return_scores=True, return_end_token=True,
+        # ours ends a hypothesis at its cap in EOS (chapter 14's `force_end`): the tokens
+        # before it are the first cap - 1, where CTranslate2 stops
+        max_decoding_length=max(cap - 1, 1), min_decoding_length=0, max_input_length=0,
+        asynchronous=True))
+    # every worker busy, and few enough queued that a stop (Ctrl-C) waits for these only
+    pending = collections.deque(submit(*b) for b in itertools.islice(todo, 2 * translator.num_translators))
+    while pending:
+        idx, res = pending.popleft()
+        if (b := next(todo, None)) is not None: pending.append(submit(*b))
+        ranked = [_ranked([[stoi[t] for t in h] for h in r.hypotheses], r.scores, o.length_penalty,
+                          penalty) for r in (x.result() for x in res)]
+        yield idx, ([[(s, sentence_ids(h)) for s, h in r[:o.n_best]] for r in ranked] if o.n_best
+                    else [sentence_ids(r[0][1]) for r in ranked])
+
+# %% ../nbs/34_ctranslate2_export.ipynb #c61c3a73
+def decode_ctranslate2(
+    translator,                  # a `ctranslate2.Translator` (from `load_ctranslate2`)
+    codec: WordCodec|BPECodec,   # the model's codec: its vocabularies
+    sources: Sequence[Sequence[int]],  # source ids per sentence, <s> … </s>
+    options: SearchOptions|None=None, batch_size: int=64, max_len: int=1024, penalty: str="gnmt",
+) -> list:  # per sentence, in input order: ids without <s>, </s>, <pad> (n-best: (score, ids) lists)
+    "`decode_corpus` (chapter 23) by CTranslate2: the same ids in, the same kind of hypotheses out."
+    out: list = [[] for _ in sources]
+    for idx, hyps in ctranslate2_batches(translator, codec, sources, options, batch_size, max_len,
+                                         penalty):
+        for k, h in zip(idx, hyps): out[k] = h
     return out
 
 # %% ../nbs/34_ctranslate2_export.ipynb #7d7485d8

@@ -18,7 +18,7 @@ from .fast_decoding import decode_corpus
 
 # %% auto #0
 __all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'encode_lines', 'translate',
-           'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_table']
+           'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_row', 'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -102,9 +102,10 @@ def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
     return out, cut
 
 # %% ../nbs/15_evaluation.ipynb #3beb54b3
-def encode_lines(model: nn.Module, codec: WordCodec|BPECodec, sentences: Sequence[str],
-                  warn: Callable[[str], None]|None,
-                 ) -> tuple[list[int], list[list[int]]]: # indices of the non-blank lines; their ids
+def encode_lines(model,  # a model, or an engine (chapter 36): its `config.max_len` caps the source
+                 codec: WordCodec|BPECodec, sentences: Sequence[str],
+                 warn: Callable[[str], None]|None,
+                ) -> tuple[list[int], list[list[int]]]: # indices of the non-blank lines; their ids
     "The non-blank sentences as `<s> … </s>` ids, over-long ones cut to fit (with a warning)."
     todo = [i for i, s in enumerate(sentences) if s.strip()]
     max_len = getattr(getattr(model, "config", None), "max_len", None)
@@ -173,13 +174,21 @@ def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `transla
         pairs = list(pairs)
         if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
         t = time.perf_counter()
-        bleu, hyps = evaluate_bleu(model, codec, pairs, options, batch_size, progress)
-        seconds = time.perf_counter() - t
-        chrf = corpus_chrf(hyps, [r for _, r in pairs])
-        rows.append({"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,
-                     "bleu_signature": bleu.signature, "chrf_signature": chrf.signature,
-                     "decode_s": round(seconds, 2), "hypotheses": hyps})
+        hyps = translate(model, codec, [s for s, _ in pairs], options, batch_size, progress)
+        rows.append(score_row(name, pairs, hyps, time.perf_counter() - t))
     return rows
+
+def score_row(name: str,                          # the set's name
+              pairs: Sequence[tuple[str, str]],   # its (source, reference) pairs
+              hypotheses: Sequence[str],          # a translation per pair, detokenized
+              seconds: float,                     # how long the translating took
+             ) -> dict:                           # `score_sets`' row for the set
+    "One set's row: sentences, sacreBLEU's BLEU and chrF with their signatures, seconds, hypotheses."
+    refs = [r for _, r in pairs]
+    bleu, chrf = corpus_bleu(hypotheses, refs), corpus_chrf(hypotheses, refs)
+    return {"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,
+            "bleu_signature": bleu.signature, "chrf_signature": chrf.signature,
+            "decode_s": round(seconds, 2), "hypotheses": list(hypotheses)}
 
 def score_table(rows: Sequence[dict], # `score_sets` rows (or dicts with their keys)
                ) -> str:              # Markdown: the table, then the signatures

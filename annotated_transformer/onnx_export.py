@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/onnx_export.
 
 # %% ../nbs/35_onnx_export.ipynb #4bb818f5
 from __future__ import annotations
-import hashlib, json, os, warnings
+import hashlib, json, logging, os, warnings
 from pathlib import Path
 import numpy as np
 import torch
@@ -130,11 +130,15 @@ STEP_IO = (["tgt", "src", "past_k", "past_v", "cross_k", "cross_v"],
 def _trace(graph: nn.Module, args: tuple, io: tuple, dims: tuple, attention: bool):
     "One graph as an onnx.ModelProto, traced with symbolic dims (torch's dynamo exporter)."
     names_out = io[1] if attention else io[1][:3 if len(io[0]) > 1 else 2]
+    log = logging.getLogger("torch.onnx")      # its "torchvision is not installed" lines: not ours
+    level = log.level
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")   # attn_weights assigned during tracing; renamed axes
-        program = torch.onnx.export(graph, args, dynamo=True, input_names=io[0],
-                                    output_names=names_out, dynamic_shapes=dims,
-                                    optimize=True, verbose=False)
+        log.setLevel(logging.ERROR)
+        try: program = torch.onnx.export(graph, args, dynamo=True, input_names=io[0],
+                                         output_names=names_out, dynamic_shapes=dims,
+                                         optimize=True, verbose=False)
+        finally: log.setLevel(level)
     return program.model_proto
 
 # %% ../nbs/35_onnx_export.ipynb #db385658
@@ -207,7 +211,7 @@ def _manifest(model: Transformer, codec, where: str, attention: bool) -> dict:
             "d_k": model.decoder.layers[0].self_attn.d_k, "vocab_size": c.tgt_vocab_size,
             "pad_idx": c.pad_idx, "bos_idx": BOS_IDX, "eos_idx": EOS_IDX, "max_len": c.max_len,
             "extra_len": 50, "beam_size": 4, "length_penalty": 0.6, "attention": attention,
-            "torch": torch.__version__,
+            "torch": torch.__version__, "config": c.to_dict(),   # the whole config, for Python readers
             "files": {"encoder": "encoder.onnx", "decoder": "decoder.onnx",
                       "weights": WEIGHTS_FILE, "vocab": "vocab.json",
                       **({"tokenizer": "tokenizer.json"} if isinstance(codec, BPECodec) else {})}}

@@ -7,8 +7,8 @@ import torch
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed: the benchmark compares against it (pip install 'annotated-transformer[ctranslate2]')")
 
-from annotated_transformer.benchmarking import (DECODING_LEVERS, TranslationBench, bench_table, bench_translation,
-                                                quantize_int8)
+from annotated_transformer.benchmarking import DECODING_LEVERS, TranslationBench, bench_table, bench_translation
+from annotated_transformer.engines import quantize_int8
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
 from annotated_transformer.decoding import SearchOptions, beam_search
 from annotated_transformer.fast_decoding import decode_corpus
@@ -48,12 +48,19 @@ def test_bench_structure(setup):
         assert r["sentences_per_s"] > 0 and r["tokens_per_s"] >= 0 and 0 <= r["bleu"] <= 100 and len(r["seconds"]) == 1
         assert r["cores"] == r["threads"] * r["workers"] and r["vs_ct2_float32_best"] is not None
     assert [r["vs_ct2_float32"] for r in res["runs"] if r["name"].startswith("CT2 float32")] == [1.0, 1.0, 1.0]
-    assert [r["engine"] for r in res["latency"]] == ["ours fp32", "CT2 float32"]
+    assert all(0 <= r["identical"] <= len(pairs) for r in res["runs"])
+    assert res["runs"][0]["name"] == "ours fp32, 1 thr" and res["runs"][0]["identical"] == len(pairs)
+    for t in (1, 2):                                   # the command line's own rows, text in and out
+        r = next(r for r in res["runs"] if r["name"] == f"translate --engine ctranslate2, {t} thr")
+        assert r["command_line"] and r["vs_ct2_float32"] is not None and r["tokens_per_s"] is None
+    assert [r["engine"][:4] for r in res["latency"]][:2] == ["ours", "ours"]
+    assert {"ours fp32", "ours int8", "CT2 float32", "CT2 int8"} <= {r["engine"] for r in res["latency"]}
     assert all(r["p50_ms"] <= r["p90_ms"] for r in res["latency"])
     assert [r["lever"] for r in res["levers"]] == list(DECODING_LEVERS)
     assert all(r["identical"] == r["sentences"] == 4 for r in res["levers"] if r["exact"])   # exact levers: the same ids
     table = bench_table(res)
     assert "| ours fp32, 1 thr |" in table and "lever" in table and res["command"] in table
+    assert "× CTranslate2's own row on ids; opening it apart: the first export" in table
 
 
 def test_fast_search_workers_and_int8(setup):

@@ -95,3 +95,13 @@ def test_export_command(codec, tmp_path):
     with pytest.raises(FileExistsError, match="not a CTranslate2 export"):
         export_command(ns(checkpoint=str(ck), output=str(tmp_path / "mine")))
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("quantization", ["int8", "int8_float32"])
+def test_a_quantized_export_leaves_the_model_as_it_was(codec, tmp_path, quantization):
+    "The spec is quantized in place: it must hold copies of the weights, never the model's own tensors."
+    model = tiny_model(codec)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    export_ctranslate2(model, tmp_path / "ct2", quantization, codec=codec)
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert not changed, changed
