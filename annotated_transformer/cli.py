@@ -231,14 +231,13 @@ _SHIPPED_DEFAULT = ("(default without --checkpoint: the shipped model for --src/
 def _add_engine(s):
     "--engine and --compute-type: which engine decodes, in which arithmetic (chapter 36)."
     add_field(s, EngineOptions, "engine", choices=tuple(ENGINES), more=(
-        "(default torch). The first use of a model on ctranslate2 or onnxruntime exports it once into "
-        "the user cache; later runs reuse it. ctranslate2 is the fastest on a CPU "
+        "(default torch). ctranslate2 is the fastest on a CPU "
         "(pip install 'annotated-transformer[ctranslate2]'); onnxruntime needs the [onnx] extra. "
         "CTranslate2's beam search stops by its own rule, not the book's exact one, so a few beam "
         "outputs differ from torch's (chapter 36 counts them); greedy ones differ only at near-ties"))
     types = "; ".join(f"{e}: {', '.join(t)}" for e, t in COMPUTE_TYPES.items())
     add_field(s, EngineOptions, "compute_type", metavar="TYPE",
-              more=f"({types}; torch bfloat16 only where the CPU has it natively)")
+              more=f"({types}; torch bfloat16 only where the CPU has it natively, CTranslate2 float16 on a GPU)")
 
 # %% ../nbs/92_cli.ipynb #ad03e370
 def _add_translate(sub):
@@ -908,6 +907,9 @@ def export_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #4d771783
 def bench_translate_command(args) -> int:
     "`bench --translate`: ours against CTranslate2 (and ONNX Runtime) on the same weights; table or JSON."
+    if args.device not in (None, "cpu"):
+        raise ValueError(f"bench --translate measures CPU threads, not --device {args.device}: on a GPU, time "
+                         f"`translate --device {args.device} --input FILE` (with --engine ctranslate2 too)")
     names = ("n_sentences", "beam_size", "length_penalty", "batch_size", "threads", "repeats",
              "latency_sentences", "lever_sentences")
     # ONNX Runtime is a third engine when the [onnx] extra is installed (chapter 35)

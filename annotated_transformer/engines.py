@@ -34,7 +34,7 @@ __all__ = ['ENGINES', 'COMPUTE_TYPES', 'CACHE_RECORD', 'engine_module', 'check_c
 ENGINES = {"torch": None, "ctranslate2": "ctranslate2", "onnxruntime": "onnx"}
 # engine -> the compute types it can run (whether this machine has one: `check_compute_type`)
 COMPUTE_TYPES = {"torch": ("float32", "int8", "bfloat16"),
-                 "ctranslate2": ("float32", "int8", "int8_float32", "bfloat16"),
+                 "ctranslate2": ("float32", "int8", "int8_float32", "bfloat16", "float16", "int8_float16"),
                  "onnxruntime": ("float32",)}
 
 # %% ../nbs/36_engines.ipynb #2e96e25e
@@ -159,9 +159,10 @@ def cached_export(model: Transformer, codec: WordCodec|BPECodec, # the model and
 @dataclass
 class EngineOptions:
     "How `open_engine` runs a model: the help of each `translate` flag is the comment on its field."
-    # torch (this book's decoder), ctranslate2 or onnxruntime (exported once into a cache)
+    # torch (this book's decoder), or ctranslate2 or onnxruntime: the model exported on first use into
+    # the user cache, and reused after
     engine: str = "torch"
-    # float32, int8, int8_float32 or bfloat16, where the engine and the machine have it (default float32)
+    # the arithmetic, where the engine and the machine have it (default float32)
     compute_type: str|None = None
     device: str|None = None          # cpu, cuda, … (None: cuda if available; onnxruntime: the CPU)
     # threads of CTranslate2's and ONNX Runtime's pools (None: torch's count, which torch decodes with)

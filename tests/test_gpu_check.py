@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "tools" / "gpu_check.sh"
 DATA_ENV = "ANNOTATED_TRANSFORMER_DATA"
 STEPS = ("probe", "install", "train_multi30k", "evaluate_val", "train_bf16", "train_fp16", "torchrun_cli",
-         "torchrun_ddp", "bench", "bench_translate", "translate")
+         "torchrun_ddp", "bench", "bench_translate", "translate", "translate_ctranslate2")
 # the steps a CPU may skip, each with (a part of) its reason
 MAY_SKIP = {"install": "already imports from this tree", "train_fp16": "needs a CUDA device",
             "bench_translate": "has no device"}
@@ -74,6 +74,9 @@ def test_dry_run_runs_every_step_in_under_two_minutes(tmp_path):
     assert steps["bench"]["result"]["quick"] and steps["bench"]["meets_targets"]
     tr = steps["translate"]
     assert tr["translated"] == tr["sentences"] == res["sizes"]["translate_sentences"] and tr["sentences_per_s"] > 0
+    ct2 = steps["translate_ctranslate2"]                          # the deploy engine, one flag away
+    assert ct2["translated"] == ct2["sentences"] and "engine ctranslate2 int8" in ct2["engine_line"]
+    assert ct2["decode_sentences_per_s"] > 0
 
 
 def test_a_step_that_fails_is_recorded_and_the_exit_status_says_so(tmp_path):

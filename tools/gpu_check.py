@@ -43,15 +43,19 @@ class Sizes:
     translate_sentences: int # sentences of test_2016_flickr translated (1,000: all of it)
     budget_s: float          # the whole run's wall-clock budget: later steps get what is left
     threads: int|None        # OMP_NUM_THREADS for every step (None: torch's default)
+    ct2_compute: str         # --compute-type of the `translate --engine ctranslate2` step
 
 
 GPU = Sizes(device="cuda", minutes=4, recipe="base", val_sentences=1014, copy_preset="base",
-            copy_steps=100, ddp_steps=50, bench_quick=False, translate_sentences=1000, budget_s=570, threads=None)
+            copy_steps=100, ddp_steps=50, bench_quick=False, translate_sentences=1000, budget_s=570, threads=None,
+            ct2_compute="float16")
 DRY = Sizes(device="cpu", minutes=0.25, recipe="tiny", val_sentences=16, copy_preset="tiny",
-            copy_steps=5, ddp_steps=6, bench_quick=True, translate_sentences=16, budget_s=115, threads=1)
+            copy_steps=5, ddp_steps=6, bench_quick=True, translate_sentences=16, budget_s=115, threads=1,
+            ct2_compute="int8")
 # seconds, each step at most (and at most what the budget has left)
 CAPS = dict(probe=60, install=120, evaluate_val=120, train_bf16=90, train_fp16=90, torchrun_cli=120,
-            torchrun_ddp=90, bench=180, bench_translate=180, translate=120)
+            torchrun_ddp=90, bench=180, bench_translate=180, translate=120,
+            translate_ctranslate2=120)
 GRACE_S = 60      # after SIGTERM: time to save a checkpoint and leave, then SIGKILL
 MIN_STEP_S = 10   # a step the budget leaves less than this is not run, and counts as failed
 
@@ -87,6 +91,7 @@ class Check:
         path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))   # this tree's package
         self.env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         if sizes.threads: self.env["OMP_NUM_THREADS"] = str(sizes.threads)
+        self.env["XDG_CACHE_HOME"] = str(work / "cache")     # the engines' export cache: this run's own
         self.steps: dict[str, dict] = {}
         self.record = dict(kind="gpu_check", mode="dry-run" if args.dry_run else "gpu",
                            command=shlex.join(["bash", "tools/gpu_check.sh", *sys.argv[1:]]),
@@ -384,9 +389,9 @@ def bench_translate(c: Check):
     return c.run("bench_translate", c.at("bench", "--translate", "--device", c.sizes.device, "--n-sentences", n,
                                          "--repeats", 1, "--latency-sentences", 0, "--json"), judge)
 
-def translate(c: Check):
+def translate(c: Check, name: str="translate", engine: tuple=()):
     "A timed `translate` of the first n sentences of test_2016_flickr (German) with the shipped de-en model."
-    n, src, hyp = c.sizes.translate_sentences, c.work / "test_2016_flickr.de", c.work / "test_2016_flickr.hyp.en"
+    n, src, hyp = c.sizes.translate_sentences, c.work / "test_2016_flickr.de", c.work / f"{name}.hyp.en"
     with gzip.open(Path(os.environ[DATA_ENV]) / "multi30k" / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as f:
         lines = [l for _, l in zip(range(n), f)]
     src.write_text("".join(lines), encoding="utf-8")
@@ -395,10 +400,12 @@ def translate(c: Check):
         got = len(hyp.read_text(encoding="utf-8").splitlines()) if hyp.exists() else 0
         rec.update(sentences=len(lines), translated=got,
                    sentences_per_s=round(len(lines) / rec["wall_s"], 2),   # the whole command: load, init, decode
-                   decode_sentences_per_s=_last_number(r"([\d.]+)sent/s", err))  # the decoding loop's own rate
+                   # the command's own last line: sentences/s of the translating, and the engine
+                   decode_sentences_per_s=_last_number(r"\(([\d,.]+) sentences/s\)", err),
+                   engine_line=next((l for l in reversed(err.splitlines()) if "sentences/s" in l), None))
         if got != len(lines): return f"{got} translations for {len(lines)} sentences"
-    return c.run("translate", c.at("translate", "--model", "de-en", "--device", c.sizes.device, "--input", src,
-                                   "--output", hyp), judge)
+    return c.run(name, c.at("translate", "--model", "de-en", "--device", c.sizes.device, *engine, "--input", src,
+                            "--output", hyp), judge)
 
 
 def main(argv=None) -> int:
@@ -448,6 +455,8 @@ def main(argv=None) -> int:
         bench(c)
         bench_translate(c)
         translate(c)
+        # the deploy engine on the device: CTranslate2 in float16 on a GPU (int8 in the rehearsal)
+        translate(c, "translate_ctranslate2", ("--engine", "ctranslate2", "--compute-type", c.sizes.ct2_compute))
         c.record["complete"] = True
     except Interrupted as e:
         c.record["interrupted"] = f"stopped by {e} after {time.monotonic() - c.t0:.0f} s"
