@@ -237,7 +237,8 @@ def _add_engine(s):
         "outputs differ from torch's (chapter 36 counts them); greedy ones differ only at near-ties"))
     types = "; ".join(f"{e}: {', '.join(t)}" for e, t in COMPUTE_TYPES.items())
     add_field(s, EngineOptions, "compute_type", metavar="TYPE",
-              more=f"({types}; torch bfloat16 only where the CPU has it natively, CTranslate2 float16 on a GPU)")
+              more=f"({types}; torch bfloat16 only where the CPU has it natively, "
+                   f"CTranslate2 float16 on a GPU)")
 
 # %% ../nbs/92_cli.ipynb #ad03e370
 def _add_translate(sub):
@@ -908,8 +909,8 @@ def export_command(args) -> int:
 def bench_translate_command(args) -> int:
     "`bench --translate`: ours against CTranslate2 (and ONNX Runtime) on the same weights; table or JSON."
     if args.device not in (None, "cpu"):
-        raise ValueError(f"bench --translate measures CPU threads, not --device {args.device}: on a GPU, time "
-                         f"`translate --device {args.device} --input FILE` (with --engine ctranslate2 too)")
+        raise ValueError(f"bench --translate measures CPU threads, not --device {args.device}: on a GPU, "
+                         f"time `translate --device {args.device} --input FILE` (--engine ctranslate2 too)")
     names = ("n_sentences", "beam_size", "length_penalty", "batch_size", "threads", "repeats",
              "latency_sentences", "lever_sentences")
     # ONNX Runtime is a third engine when the [onnx] extra is installed (chapter 35)

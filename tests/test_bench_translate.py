@@ -45,7 +45,8 @@ def test_bench_structure(setup):
     assert {"ours fp32, 1 thr", "ours int8, 1 thr", "CT2 float32, 1 thr", "CT2 int8, 1 thr", "ours fp32, 2 thr",
             "ours fp32, 2 workers", "CT2 float32, 2 workers", "CT2 int8, 2 workers"} <= names
     for r in res["runs"]:
-        assert r["sentences_per_s"] > 0 and r["tokens_per_s"] >= 0 and 0 <= r["bleu"] <= 100 and len(r["seconds"]) == 1
+        assert r["sentences_per_s"] > 0 and 0 <= r["bleu"] <= 100 and len(r["seconds"]) == 1
+        assert r.get("command_line") or r["tokens_per_s"] >= 0      # text rows count sentences only
         assert r["cores"] == r["threads"] * r["workers"] and r["vs_ct2_float32_best"] is not None
     assert [r["vs_ct2_float32"] for r in res["runs"] if r["name"].startswith("CT2 float32")] == [1.0, 1.0, 1.0]
     assert all(0 <= r["identical"] <= len(pairs) for r in res["runs"])
