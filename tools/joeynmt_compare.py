@@ -29,6 +29,32 @@ took before its first update). tokens/s = real target tokens trained / seconds f
 (validation included, as it happens); `engine_tokens_per_s` is what the engine itself logs.
 
 Deviations that JoeyNMT's options cannot remove are listed in `DEVIATIONS` and written into every result.
+
+Decoding on the same weights (our shipped model, decoded by JoeyNMT's own beam search and by ours):
+
+    python tools/joeynmt_compare.py convert --model de-en        # -> /tmp/joey/decode/de-en/{model.ckpt,config.yaml,vocab.txt}
+    python tools/joeynmt_compare.py decode --threads 1 2         # -> nbs/results/joeynmt_decode.json
+
+`convert` maps our post-norm model into a JoeyNMT 2.3 checkpoint (`joey_state_dict`, the weight mapping of chapter
+34's CTranslate2 export) with a config that JoeyNMT loads as it is (`layer_norm: post`, scaled embeddings, tied
+embeddings and softmax, level `word` over our ids written out: `DECODE_MAPPING`), then checks it: the
+teacher-forced log-probs of JoeyNMT's model on validation sentences against ours (tolerance 1e-4), with and without
+the patches below, and greedy ids on 100 validation sentences (-> verify.json, copied into the decode result).
+`decode` starts `tools/joeynmt_driver.py` in JoeyNMT's venv as a long-lived process (the model loaded once, one
+JSON request per line; it reports the wall time of JoeyNMT's `predict` call), then times it and our
+`decode_corpus(pack_linears(model), …)` (what the CLI's `translate` runs) in turn, one warm-up and `--rounds`
+timed rounds, on the same thread count, over the same 64-sentence batches (JoeyNMT gets the sentences in our
+length-sorted order); both outputs are detokenized by our codec and scored by sacreBLEU on the raw references.
+
+What JoeyNMT cannot express, and what is patched after it loads its model (`DECODE_DEVIATIONS`):
+* its tied output layer has no bias: patched (a Linear with bias, weight still tied, ours in it); speed: one bias
+  add per step, well under 1 %;
+* its LayerNorm ε is 1e-6, ours 1e-5: patched (ε set on all 15 norms); no speed effect;
+* one max_output_length per call, a hypothesis ends there without </s>: set to the largest of our per-sentence
+  caps, min(source length + 50, max_len) (ours forces </s> at each sentence's cap); no output comes near it;
+* its beam search lets finished hypotheses keep their beam slots and ends a sentence when all slots are finished
+  (ours: K live beams, the exact stopping bound); it never generates <s> or <pad>;
+* min_output_length 0 (its default 1 forbids </s> first; ours allows it).
 """
 import argparse, gzip, json, os, platform, re, shlex, signal, subprocess, sys, time
 from datetime import datetime
@@ -453,6 +479,343 @@ def cmd_compare(a):
           f"the first row's. tokens/s: real target tokens / seconds from the first update to the stop.")
 
 
+# ----------------------------------------------------------------------------------------- convert, decode
+DECODE_DEVIATIONS = [
+    "output layer: JoeyNMT's tied softmax has no bias, ours has one (8,000 values); patched after JoeyNMT loads "
+    "its model: its output layer becomes a Linear with bias (weight still tied to the embeddings) holding ours. "
+    "Expected speed effect: one bias add per decoder step on (rows × 8,000) logits, well under 1 %",
+    "LayerNorm ε: JoeyNMT builds every LayerNorm with 1e-6, ours uses torch's 1e-5; patched after loading (ε set "
+    "on its 15 norms). No speed effect",
+    "maximum output length: JoeyNMT takes one max_output_length for a whole call and ends a hypothesis there "
+    "without </s>; ours caps each sentence at min(source length + 50, max_len) tokens and forces </s> at the "
+    "cap. JoeyNMT gets the largest of our caps over the sentences of the call (see max_output_length and "
+    "longest_output: no output comes near it)",
+    "search: JoeyNMT's beam search (OpenNMT-py style) lets finished hypotheses keep their slots in the beam and "
+    "ends a sentence when every slot is finished; ours keeps K live beams and stops by the exact bound (no live "
+    "beam can still beat the best finished one). The length penalty is the same GNMT ((5 + |Y|) / 6)^α with "
+    "</s> counted. Outputs differ where the two rules find different hypotheses",
+    "search: JoeyNMT never generates <s> or <pad> (their log-probs set to -inf each step); ours does not forbid "
+    "them (the trained model never ranks them in the beam)",
+    "min_output_length: set to 0 (JoeyNMT's default 1 forbids </s> as the first token; ours allows it)",
+]
+
+DECODE_MAPPING = [
+    "vocabulary: JoeyNMT puts <unk>, <pad>, <s>, </s> at ids 0-3, ours <pad>, <s>, </s>, <unk>; the first four "
+    "rows of the shared embedding (= output weight) and of the output bias are permuted to JoeyNMT's order and "
+    "its ids are mapped back one to one; every other id is the same. JoeyNMT's tokens are our ids written "
+    "out (`129`), its level `word` tokenizer splits them on spaces",
+    "source: ours is <s> … </s>; JoeyNMT appends </s> itself and is given `<s> 129 175 …`, so both encoders "
+    "read the same ids",
+    "weights: W^Q, W^K, W^V are the three row blocks of our fused in_proj; each post-norm sublayer's LayerNorm "
+    "goes to JoeyNMT's (encoder: layer_norm, feed_forward.layer_norm; decoder: x_layer_norm, dec_layer_norm, "
+    "feed_forward.layer_norm), as chapter 34 maps them for CTranslate2; the sinusoidal table is ours in its "
+    "first max_len rows",
+]
+
+def joey_order(vocab_size: int) -> list[int]:
+    "Our id of each JoeyNMT id: JoeyNMT's vocabulary starts <unk>, <pad>, <s>, </s>; the other ids stay."
+    from annotated_transformer.embeddings import UNK_IDX, PAD_IDX, BOS_IDX, EOS_IDX
+    head = [UNK_IDX, PAD_IDX, BOS_IDX, EOS_IDX]
+    return head + [i for i in range(vocab_size) if i not in head]
+
+JOEY_SPECIALS = ["<unk>", "<pad>", "<s>", "</s>"]     # JoeyNMT's special tokens, at its ids 0-3
+
+def joey_tokens(vocab_size: int) -> list[str]:
+    "JoeyNMT's vocabulary file, token i at line i: its specials, then our ids written out."
+    order = joey_order(vocab_size)
+    return JOEY_SPECIALS + [str(order[j]) for j in range(len(JOEY_SPECIALS), vocab_size)]
+
+def sinusoid_table(n: int, d: int):
+    "JoeyNMT's own PositionalEncoding table (1, n, d), as its transformer_layers.py computes it."
+    import math, torch
+    pe = torch.zeros(n, d)
+    pos = torch.arange(0, n).unsqueeze(1)
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float) * -(math.log(10000.0) / d))
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(pos.float() * div), torch.cos(pos.float() * div)
+    return pe[None]
+
+def joey_state_dict(model, joey_pe_len: int = 5000) -> tuple[dict, "torch.Tensor"]:
+    "Our post-norm `Transformer` as a JoeyNMT 2.3 model_state, and the output bias JoeyNMT has no place for."
+    import torch
+    c = model.config
+    if c.norm_first: raise ValueError("the converter maps post-norm models (norm_first=False) only")
+    if not c.share_embeddings: raise ValueError("JoeyNMT's tied_embeddings/tied_softmax need shared embeddings")
+    if c.positional != "sinusoidal": raise ValueError(f"positional={c.positional!r}: JoeyNMT has sinusoidal only")
+    if c.d_k not in (None, c.d_model // c.n_heads): raise ValueError(f"d_k={c.d_k}: JoeyNMT's is d_model/h")
+    perm = torch.tensor(joey_order(c.tgt_vocab_size))
+    t = lambda x: x.detach().float().clone().contiguous()
+    emb = t(model.src_embed.embed.lut.weight[perm])
+    sd = {"src_embed.lut.weight": emb, "trg_embed.lut.weight": emb, "decoder.output_layer.weight": emb}
+    pe = sinusoid_table(max(joey_pe_len, c.max_len), c.d_model)
+    for side, e in (("encoder", model.src_embed), ("decoder", model.tgt_embed)):
+        table = pe.clone()
+        table[0, :e.pos.pe.shape[0]] = t(e.pos.pe)                   # ours where ours is defined
+        sd[f"{side}.pe.pe"] = table
+    def lin(p, w, b): sd[p + ".weight"], sd[p + ".bias"] = t(w), t(b)
+    def norm(p, ln): lin(p, ln.weight, ln.bias)
+    def att(p, mha):
+        W, b, d = mha.in_proj.weight, mha.in_proj.bias, mha.inner    # (3·h·d_k, d_model): [W^Q; W^K; W^V]
+        for k, name in enumerate("qkv"): lin(f"{p}.{name}_layer", W[k * d:(k + 1) * d], b[k * d:(k + 1) * d])
+        lin(f"{p}.output_layer", mha.out_proj.weight, mha.out_proj.bias)
+    def ffn(p, ff, ln):
+        lin(f"{p}.pwff_layer.0", ff.w_1.weight, ff.w_1.bias)
+        lin(f"{p}.pwff_layer.3", ff.w_2.weight, ff.w_2.bias)
+        norm(f"{p}.layer_norm", ln)
+    for i, l in enumerate(model.encoder.layers):
+        p = f"encoder.layers.{i}"
+        att(f"{p}.src_src_att", l.self_attn); norm(f"{p}.layer_norm", l.sublayer[0].norm)
+        ffn(f"{p}.feed_forward", l.feed_forward, l.sublayer[1].norm)
+    for i, l in enumerate(model.decoder.layers):
+        p = f"decoder.layers.{i}"
+        att(f"{p}.trg_trg_att", l.self_attn); norm(f"{p}.x_layer_norm", l.sublayer[0].norm)
+        att(f"{p}.src_trg_att", l.src_attn); norm(f"{p}.dec_layer_norm", l.sublayer[1].norm)
+        ffn(f"{p}.feed_forward", l.feed_forward, l.sublayer[2].norm)
+    return sd, t(model.generator.proj.bias[perm])
+
+def joey_decode_config(c: dict, folder: Path, ckpt: Path, src_lang: str, tgt_lang: str) -> dict:
+    "A JoeyNMT 2.3 config for our model `c` (`TransformerConfig.to_dict()`): load, tokenize, decode."
+    side = lambda lang: {"lang": lang, "level": "word", "lowercase": False, "normalize": False,
+                         "max_length": -1, "voc_file": str(folder / "vocab.txt")}
+    stack = lambda: {"type": "transformer", "num_layers": c["n_layers"], "num_heads": c["n_heads"],
+                     "embeddings": {"embedding_dim": c["d_model"], "scale": True, "dropout": 0.0},
+                     "hidden_size": c["d_model"], "ff_size": c["d_ff"], "dropout": 0.0,
+                     "layer_norm": "post", "activation": "relu"}
+    return {
+        "name": f"annotated-transformer-{src_lang}-{tgt_lang}", "joeynmt_version": "2.3.0",
+        "model_dir": str(folder), "use_cuda": False, "fp16": False, "random_seed": 0,
+        "data": {"test": str(folder / "unused"),         # JoeyNMT wants a path; the stream never reads it
+                 "src": side(src_lang), "trg": side(tgt_lang),
+                 "special_symbols": {"unk_token": "<unk>", "unk_id": 0, "pad_token": "<pad>", "pad_id": 1,
+                                     "bos_token": "<s>", "bos_id": 2, "eos_token": "</s>", "eos_id": 3}},
+        "testing": {"load_model": str(ckpt), "n_best": 1, "beam_size": 4, "beam_alpha": 0.6,
+                    "batch_size": 64, "batch_type": "sentence", "max_output_length": c["max_len"],
+                    "min_output_length": 0, "eval_metrics": ["bleu"]},
+        "training": {"loss": "crossentropy", "label_smoothing": 0.0, "batch_size": 64,   # read, unused
+                     "batch_type": "sentence"},
+        "model": {"initializer": "xavier_uniform", "bias_initializer": "zeros",
+                  "embed_initializer": "xavier_uniform", "tied_embeddings": True, "tied_softmax": True,
+                  "encoder": stack(), "decoder": stack()},
+    }
+
+def _decode_dir(a) -> Path: return Path(a.work) / "decode" / a.model
+
+def cmd_convert(a):
+    "Write the JoeyNMT checkpoint, config.yaml and vocab.txt of our shipped model, then verify them."
+    import torch, yaml
+    from annotated_transformer.pretrained import load_model
+    model, codec, meta = load_model(a.model)
+    folder = _decode_dir(a)
+    folder.mkdir(parents=True, exist_ok=True)
+    sd, bias = joey_state_dict(model)
+    eps = model.encoder.layers[0].sublayer[0].norm.eps
+    ckpt = folder / "model.ckpt"
+    torch.save({"model_state": sd, "output_bias": bias, "layer_norm_eps": eps, "steps": 0,
+                "converted_from": f"annotated_transformer {a.model}"}, ckpt)
+    (folder / "vocab.txt").write_text("\n".join(joey_tokens(model.config.tgt_vocab_size)) + "\n", encoding="utf-8")
+    cfg = joey_decode_config(model.config.to_dict(), folder, ckpt, meta["src_lang"], meta["tgt_lang"])
+    (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    print(f"-> {folder}: model.ckpt ({len(sd)} tensors), config.yaml, vocab.txt")
+    ver = verify_conversion(a, model, codec)
+    (folder / "verify.json").write_text(json.dumps(ver, indent=1), encoding="utf-8")
+    print(json.dumps(ver, indent=1))
+    if not ver["patched"]["within_tolerance"]: sys.exit("the converted model does not agree with ours")
+
+
+class JoeyDriver:
+    "tools/joeynmt_driver.py in JoeyNMT's venv: the model loaded once, then one JSON request per line."
+    def __init__(self, venv, config: Path, threads: int, patched: bool = True):
+        cmd = [str(_venv_python(venv)), str(Path(__file__).with_name("joeynmt_driver.py")), str(config)]
+        if not patched: cmd.append("--no-patch")
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, **thread_env(threads), "PYTHONUNBUFFERED": "1"},
+                                  stderr=open(Path(config).with_name("driver.log"), "a"))
+        self.ready = self._read()
+    def _read(self) -> dict:
+        line = self.p.stdout.readline()
+        if not line: raise RuntimeError(f"JoeyNMT's driver ended; see {Path(self.p.args[2]).with_name('driver.log')}")
+        r = json.loads(line)
+        if "error" in r: raise RuntimeError(f"JoeyNMT's driver: {r['error']}")
+        return r
+    def __call__(self, **q) -> dict:
+        self.p.stdin.write(json.dumps(q) + "\n"); self.p.stdin.flush()
+        return self._read()
+    def close(self):
+        try: self.p.stdin.write('{"cmd": "quit"}\n'); self.p.stdin.close()
+        except BrokenPipeError: pass
+        self.p.wait(timeout=60)
+
+def joey_text(ids: list[int], vocab_size: int) -> str:
+    "Our ids as JoeyNMT's tokens, space-separated (a special becomes its JoeyNMT token)."
+    order, tokens = joey_order(vocab_size), joey_tokens(vocab_size)
+    joey_id = {o: j for j, o in enumerate(order)}
+    return " ".join(tokens[joey_id[i]] for i in ids)
+
+def joey_line(ids: list[int], vocab_size: int) -> str:
+    "Our `<s> … </s>` source ids as JoeyNMT's source line (it appends </s> itself)."
+    return joey_text(ids[:-1], vocab_size)
+
+def from_joey(tokens: list[str], order: list[int], eos: str = "</s>") -> list[int]:
+    "JoeyNMT's output tokens (cut after </s>) as our ids without </s>."
+    idx = {t: order[j] for j, t in enumerate(JOEY_SPECIALS)}
+    out = []
+    for t in tokens:
+        if t == eos: break
+        out.append(idx[t] if t in idx else int(t))
+    return out
+
+def _caps(ids: list[list[int]], max_len: int, extra: int = 50) -> list[int]:
+    "Our maximum output length of each sentence (§6.1: source + 50, within the positional table)."
+    return [min(len(s) + extra, max_len) for s in ids]
+
+def verify_conversion(a, model, codec, n_score: int = 8, n_greedy: int = 100, tol: float = 1e-4) -> dict:
+    "Teacher-forced log-probs of JoeyNMT's model against ours (patched and not), greedy ids on val."
+    import base64, numpy as np, torch
+    from annotated_transformer.data import load_split
+    from annotated_transformer.evaluation import encode_sources
+    from annotated_transformer.decoding import SearchOptions
+    from annotated_transformer.fast_decoding import decode_corpus
+    folder, order = _decode_dir(a), joey_order(model.config.tgt_vocab_size)
+    pairs = load_split("val", download=False)[:max(n_score, n_greedy)]
+    src, _ = encode_sources(codec, [s for s, _ in pairs], model.config.max_len)
+    tgt = codec.encode_tgt([t for _, t in pairs[:n_score]])
+    inv = np.argsort(order)                                           # JoeyNMT id of each of ours
+    torch.set_num_threads(1)
+    ours_lp = []
+    with torch.no_grad():
+        for s, t in zip(src[:n_score], tgt):
+            s_t, y = torch.tensor([s]), torch.tensor([[s[0], *t]])         # decoder input: <s> t
+            mem = model.encode(s_t, model.make_src_mask(s_t))
+            h = model.decode(mem, model.make_src_mask(s_t), y, model.make_tgt_mask(y))
+            ours_lp.append(model.generator(h)[0].numpy())           # (len + 1, vocab)
+    gold = [np.array([*t, s[-1]]) for s, t in zip(src, tgt)]           # next tokens, </s> last
+    res = {"sentences_scored": n_score, "tolerance": tol, "split": "val"}
+    V = model.config.tgt_vocab_size
+    lines = [joey_line(s, V) for s in src[:n_score]]
+    targets = [joey_text(t, V) for t in tgt]
+    for patched in (True, False):
+        drv = JoeyDriver(a.venv, folder / "config.yaml", 1, patched)
+        r = drv(cmd="score", lines=lines, targets=targets, threads=1)
+        info = drv(cmd="info")
+        if patched:
+            g = drv(cmd="translate", lines=[joey_line(s, V) for s in src[:n_greedy]], beam_size=1, beam_alpha=-1,
+                    batch_size=64, max_output_length=max(_caps(src[:n_greedy], model.config.max_len)), threads=1)
+        drv.close()
+        full, at_gold = 0.0, 0.0
+        for o, j, y in zip(ours_lp, r["logprobs"], gold):
+            jl = np.frombuffer(base64.b64decode(j["b64"]), dtype=np.float32).reshape(j["shape"])[:, inv]
+            full = max(full, float(np.abs(jl - o).max()))
+            rows = np.arange(len(y))
+            at_gold = max(at_gold, float(np.abs(jl[rows, y] - o[rows, y]).max()))
+        res["patched" if patched else "unpatched"] = {
+            "patches": info["patches"], "max_abs_diff_logprob": full, "max_abs_diff_logprob_gold": at_gold,
+            "within_tolerance": full <= tol}
+    ours_g = decode_corpus(model, src[:n_greedy], SearchOptions(beam_size=1), batch_size=64)
+    joey_g = [from_joey(t, order) for t in g["tokens"]]
+    differ = [k for k, (x, y) in enumerate(zip(ours_g, joey_g)) if x != y]
+    gaps = []
+    with torch.no_grad():                    # at the first differing step: ours' log-prob of its token − JoeyNMT's
+        for k in differ:
+            x, y = ours_g[k], joey_g[k]
+            n = next(i for i in range(min(len(x), len(y)) + 1) if i >= len(x) or i >= len(y) or x[i] != y[i])
+            s_t, pre = torch.tensor([src[k]]), torch.tensor([[src[k][0], *x[:n]]])
+            h = model.decode(model.encode(s_t, model.make_src_mask(s_t)), model.make_src_mask(s_t), pre,
+                             model.make_tgt_mask(pre))
+            lp = model.generator(h)[0, -1]
+            eos = src[k][-1]
+            gaps.append(round(float(lp[x[n] if n < len(x) else eos] - lp[y[n] if n < len(y) else eos]), 6))
+    res["greedy"] = {"sentences": n_greedy, "identical_ids": n_greedy - len(differ), "differing": differ,
+                     "logprob_gap_at_first_difference": gaps}
+    return res
+
+
+def _bleu_ids(codec, hyps, refs) -> float:
+    import sacrebleu
+    return round(sacrebleu.metrics.BLEU().corpus_score([codec.decode_tgt(h) for h in hyps], [refs]).score, 2)
+
+def cmd_decode(a):
+    "Decode test_2016_flickr with JoeyNMT's beam search and ours on the same weights, interleaved; write JSON."
+    import statistics, torch
+    from annotated_transformer.pretrained import load_model
+    from annotated_transformer.data import load_split
+    from annotated_transformer.evaluation import encode_sources
+    from annotated_transformer.decoding import SearchOptions
+    from annotated_transformer.fast_decoding import decode_corpus
+    from annotated_transformer.fast_model import pack_linears
+    from annotated_transformer.runtime import interleaved_times
+    from annotated_transformer.benchmarking import machine_record, with_threads
+    folder = _decode_dir(a)
+    if not (folder / "model.ckpt").is_file(): sys.exit(f"{folder}/model.ckpt not found: run `convert` first")
+    model, codec, meta = load_model(a.model)
+    fast = pack_linears(model)                                         # as the CLI's `translate` runs it
+    pairs = load_split(a.split, download=False)[:a.n]
+    refs = [t for _, t in pairs]
+    ids, cut = encode_sources(codec, [s for s, _ in pairs], model.config.max_len)
+    opts = SearchOptions(beam_size=a.beam_size, length_penalty=a.alpha)
+    order = joey_order(model.config.tgt_vocab_size)
+    caps = _caps(ids, model.config.max_len, opts.extra_len)
+    sorted_idx = sorted(range(len(ids)), key=lambda i: len(ids[i]))    # our batches: by length, stable
+    lines = [joey_line(ids[i], model.config.tgt_vocab_size) for i in sorted_idx]
+    max_out = max(caps)
+    command = "python tools/joeynmt_compare.py " + " ".join(map(shlex.quote, sys.argv[1:]))
+    res = {**machine_record(command), "what": "decoding on the same weights: JoeyNMT 2.3's beam search vs ours",
+           "model": a.model, "split": a.split, "sentences": len(ids), "truncated_sources": len(cut),
+           "settings": {"beam_size": a.beam_size, "length_penalty": a.alpha, "batch_size": a.batch_size,
+                        "rounds": a.rounds, "warmup": 1, "threads": a.threads,
+                        "joeynmt": {"max_output_length": max_out, "min_output_length": 0,
+                                    "batch_type": "sentence", "input_order": "ours, sorted by source length",
+                                    "timed": "its predict() call, as the driver measures it"},
+                        "ours": {"call": "decode_corpus(pack_linears(model), ids, SearchOptions(beam_size, "
+                                         "length_penalty), batch_size)", "extra_len": opts.extra_len,
+                                 "timed": "the call, in this process"}},
+           "deviations": DECODE_DEVIATIONS, "mapping": DECODE_MAPPING,
+           "cpu_vendor": cpu_vendor(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "versions": {"ours": env_info(sys.executable, 1)}, "rows": [], "outputs": {}}
+    verify = folder / "verify.json"
+    if verify.is_file(): res["verification"] = json.loads(verify.read_text())
+    for T in a.threads:
+        drv = JoeyDriver(a.venv, folder / "config.yaml", T)
+        res["versions"]["joeynmt_venv"] = {k: v for k, v in drv(cmd="info").items()
+                                          if k in ("joeynmt", "torch", "python", "cpu_capability")}
+        joey_s, outs = [], {}
+        def joey():
+            r = drv(cmd="translate", lines=lines, beam_size=a.beam_size, beam_alpha=a.alpha,
+                    batch_size=a.batch_size, max_output_length=max_out, min_output_length=0, threads=T)
+            if "tokens" not in r: raise RuntimeError(r)
+            joey_s.append(r["seconds"])
+            hyps = [None] * len(ids)
+            for i, t in zip(sorted_idx, r["tokens"]): hyps[i] = from_joey(t, order)
+            outs["joeynmt"] = hyps
+        def ours(): outs["ours"] = decode_corpus(fast, ids, opts, batch_size=a.batch_size)
+        print(f"threads {T}: warm-up + {a.rounds} rounds of JoeyNMT and ours, in turn", flush=True)
+        load = [os.getloadavg()[0]]                                    # a busy machine shows here
+        wall = interleaved_times({"joeynmt": joey, "ours": with_threads(T, ours)}, a.rounds, 1)
+        load.append(os.getloadavg()[0])
+        drv.close()
+        times = {"joeynmt": joey_s[1:], "ours": wall["ours"]}            # JoeyNMT: its own time, warm-up dropped
+        med = {k: statistics.median(v) for k, v in times.items()}
+        same = sum(x == y for x, y in zip(outs["ours"], outs["joeynmt"]))
+        same_text = sum(codec.decode_tgt(x) == codec.decode_tgt(y) for x, y in zip(outs["ours"], outs["joeynmt"]))
+        ratios = [j / o for j, o in zip(times["joeynmt"], times["ours"])]
+        for side in ("joeynmt", "ours"):
+            h = outs[side]
+            res["rows"].append({
+                "engine": side, "threads": T, "seconds": [round(t, 3) for t in times[side]],
+                "median_s": round(med[side], 3), "sentences_per_s": round(len(ids) / med[side], 2),
+                "bleu": _bleu_ids(codec, h, refs), "tokens": sum(map(len, h)),
+                "longest_output": max(map(len, h)) + 1, "at_cap": sum(len(x) + 1 >= c for x, c in zip(h, caps)),
+                **({"wall_s_with_pipe": [round(t, 3) for t in wall["joeynmt"]]} if side == "joeynmt" else {})})
+        res["rows"].append({"engine": "ours ÷ joeynmt", "threads": T, "speedup_median_of_rounds":
+                            round(statistics.median(ratios), 2), "speedup_of_medians": round(med["joeynmt"] /
+                            med["ours"], 2), "identical_ids": same, "identical_text": same_text,
+                            "of": len(ids), "loadavg_1min_before_after": [round(v, 2) for v in load]})
+        res["outputs"][str(T)] = {"differing": [k for k, (x, y) in enumerate(zip(outs["ours"], outs["joeynmt"]))
+                                                if x != y]}
+        print(json.dumps(res["rows"][-3:], indent=1), flush=True)
+    out = Path(a.out)
+    out.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"-> {out}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -487,6 +850,21 @@ def main(argv=None):
             s.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                            help="our training precision (bf16: autocast, chapter 11; default fp32)")
         s.set_defaults(func=func)
+    s = common(sub.add_parser("convert", help="our shipped model as a JoeyNMT checkpoint, config and vocabulary; "
+                              "verified by teacher-forced log-probs and greedy ids"))
+    s.add_argument("--model", default="de-en", help="a shipped model (default de-en)")
+    s.set_defaults(func=cmd_convert)
+    s = common(sub.add_parser("decode", help="JoeyNMT's beam search and ours on the same weights, interleaved"))
+    s.add_argument("--model", default="de-en", help="the converted model (default de-en)")
+    s.add_argument("--split", default="test_2016_flickr")
+    s.add_argument("-n", type=int, default=1000, help="the first N sentences (default 1000: all)")
+    s.add_argument("--threads", type=int, nargs="+", default=[1], help="thread counts, each side alike")
+    s.add_argument("--rounds", type=int, default=3, help="timed rounds after one warm-up (default 3)")
+    s.add_argument("--beam-size", type=int, default=4)
+    s.add_argument("--alpha", type=float, default=0.6)
+    s.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    s.add_argument("--out", default="nbs/results/joeynmt_decode.json")
+    s.set_defaults(func=cmd_decode)
     s = sub.add_parser("compare", help="a markdown table of result JSONs (the first is the ratio's base)")
     s.add_argument("results", nargs="+")
     s.set_defaults(func=cmd_compare)
