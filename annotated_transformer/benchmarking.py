@@ -163,8 +163,10 @@ def command_line_rows(model: Transformer, codec, # the benchmarked model (float3
         e = model_engine(model, codec, EngineOptions("ctranslate2", "float32", "cpu", t, cache_dir), sha)
         opened[t] = {"exported": e.info["exported"], "export_s": e.info["export_s"],
                      "load_s": round(time.perf_counter() - start - e.info["export_s"], 3)}
-        rows[f"translate --engine ctranslate2, {t} thr"] = (
-            dict(engine="ctranslate2", compute="float32", threads=t, workers=1, command_line=True),
+        # as CTranslate2's own row on as many cores: one thread, or a worker per core
+        rows[f"translate --engine ctranslate2, {'1 thr' if t == 1 else f'{t} workers'}"] = (
+            dict(engine="ctranslate2", compute="float32", threads=e.threads, workers=e.workers,
+                 command_line=True),
             lambda e=e: list(translate_lines(e, sources, search["options"], search["batch_size"])))
     return rows, opened
 

@@ -637,6 +637,11 @@ def _check_output(path):  # --output FILE, refused before anything is loaded or 
     if not (folder := Path(path).absolute().parent).is_dir():
         raise FileNotFoundError(f"--output {path}: its folder {folder} does not exist")
 
+def _check_input(path):  # --input FILE, refused before a model is loaded or exported
+    if path in (None, "-"): return
+    if Path(path).is_dir(): raise IsADirectoryError(f"--input {path} is a directory, not a file")
+    if not Path(path).exists(): raise FileNotFoundError(f"--input {path}: no such file")
+
 # %% ../nbs/92_cli.ipynb #bffd48fc
 def _open(args):
     "The model, codec and description that --checkpoint/--model/--src/--tgt/--device ask for."
@@ -659,6 +664,10 @@ def _direction_in_flags(e: DirectionMismatch, args) -> ValueError:
 def _open_engine(args):
     "The engine that translate's and evaluate's --engine, --compute-type and model flags ask for."
     _check_output(getattr(args, "output", None))
+    _check_input(getattr(args, "input", None))
+    if args.early_stop and args.engine == "ctranslate2":
+        raise ValueError("--early-stop is the book's search's rule; CTranslate2's beam search stops by its "
+                         "own rule: drop --early-stop, or use --engine torch or onnxruntime")
     o = EngineOptions(args.engine, args.compute_type, args.device)
     say = lambda m: print(f"annotated-transformer {args.command}: {m}", file=sys.stderr, flush=True)
     try: return open_engine(args.checkpoint, args.model, args.src, args.tgt, o, log=say)
@@ -720,9 +729,10 @@ def translate_command(args) -> int:
     _check_beam(args, engine)
     warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
     if not args.sentences and args.input in (None, "-"):       # standard input: the model loaded once
-        if sys.stdin.isatty() and not args.n_best:             # a terminal: each line as it is typed
+        if sys.stdin.isatty():                                 # a terminal: each line as it is typed
             typed = (_decode_line(raw, i) for i, raw in enumerate(sys.stdin.buffer, 1))
-            per_line = (r for line in typed for r in _rows(engine, [line], args, warn))
+            per_line = (r for i, line in enumerate(typed, 1)
+                        for r in _rows(engine, [line], args, warn, first=i))
         else:                                                  # a pipe: each batch as it finishes
             per_line = itertools.chain.from_iterable(
                 _rows(engine, b, args, warn, first=1 + k * args.batch_size)
@@ -730,10 +740,10 @@ def translate_command(args) -> int:
         _write_rows(args.output, per_line, None)
         return 0
     lines, t = _lines_in(args), time.perf_counter()
-    n = _write_rows(args.output, _rows(engine, lines, args, warn), len(lines))
+    _write_rows(args.output, _rows(engine, lines, args, warn), len(lines))
     if args.input is not None:                                 # a file: how fast, on what
-        s = time.perf_counter() - t
-        print(f"annotated-transformer translate: {n:,} sentences in {s:.1f} s "
+        s, n = time.perf_counter() - t, sum(1 for line in lines if line.strip())   # blank lines: none
+        print(f"annotated-transformer translate: {n:,} sentence{'s' * (n != 1)} in {s:.1f} s "
               f"({n / max(s, 1e-9):,.1f} sentences/s), engine {engine.describe()}", file=sys.stderr)
     return 0
 
@@ -1058,6 +1068,9 @@ def main(argv: list[str]|None=None) -> int:
             return COMMANDS[args.command](args) or 0
         # a 2nd signal: ignored
         except KeyboardInterrupt as e: return _interrupted(args, e, argv, argv_given)
+        except BrokenPipeError:   # stdout's reader left (`| head`): stop quietly, as SIGPIPE would
+            with contextlib.suppress(OSError): os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
         except (ValueError, TypeError, OSError, RuntimeError) as e:
             if _rank() == 0:
                 print(f"annotated-transformer {args.command}: error: {e}", file=sys.stderr)  # once

@@ -208,15 +208,13 @@ def _ranked(hyps: list[list[int]], scores: list[float], length_penalty: float, p
     normed = [(s / length_normalization(len(h), length_penalty), h) for s, h in zip(scores, hyps)]
     return sorted(normed, key=lambda x: -x[0])            # stable: a tie keeps CTranslate2's order
 
-def _by_cap(sources: Sequence[Sequence[int]], extra_len: int, max_len: int,
-           ) -> dict[int, list[int]]: # output cap -> its sentences: one call per cap, as ours caps each
-    "The sentences grouped by their output cap, min(source length + extra_len, max_len); checks the ids."
-    groups: dict[int, list[int]] = {}
+def _caps(sources: Sequence[Sequence[int]], extra_len: int, max_len: int,
+         ) -> list[int]: # per sentence: its output cap, min(source length + extra_len, max_len)
+    "Each sentence's output cap, as ours caps it (chapter 14); checks that the ids are <s> … </s>."
     for k, s in enumerate(sources):
         if len(s) < 2 or s[0] != BOS_IDX or s[-1] != EOS_IDX:
             raise ValueError(f"source {k} is not <s> … </s> ids (as encode_sources makes them)")
-        groups.setdefault(min(len(s) + extra_len, max_len), []).append(k)
-    return groups
+    return [min(len(s) + extra_len, max_len) for s in sources]
 
 # %% ../nbs/34_ctranslate2_export.ipynb #129770b6
 def ctranslate2_batches(
@@ -229,31 +227,35 @@ def ctranslate2_batches(
     max_len: int=1024,           # the model's positional table: no output is longer
     penalty: str="gnmt",         # "gnmt": ours, ((5+|Y|)/6)^α; "ctranslate2": its |Y|^α
 ):  # yields (the batch's sentence indices, their hypotheses) as each batch ends, like `decode_batches`
-    "`decode_batches` (chapter 23) by CTranslate2: batches of one output cap, a few queued at a time."
+    "`decode_batches` (chapter 23) by CTranslate2: length-sorted batches, a few queued at a time."
     if penalty not in ("gnmt", "ctranslate2"):
         raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
     o = options or SearchOptions()
-    K, gnmt = o.beams, penalty == "gnmt"
+    K, gnmt, caps = o.beams, penalty == "gnmt", _caps(sources, o.extra_len, max_len)
     src_itos, tgt_itos = codec_tokens(codec)
     stoi = {t: i for i, t in enumerate(tgt_itos)}
-    groups = sorted(_by_cap(sources, o.extra_len, max_len).items())
-    todo = iter([(cap, idx[s:s + batch_size]) for cap, idx in groups
-                 for s in range(0, len(idx), batch_size)])
-    submit = lambda cap, idx: (idx, translator.translate_batch(
-        [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
-        max_batch_size=batch_size, beam_size=K, length_penalty=0.0 if gnmt else o.length_penalty,
-        num_hypotheses=K, return_scores=True, return_end_token=True,
-        # ours ends a hypothesis at its cap in EOS (chapter 14's `force_end`): the tokens
-        # before it are the first cap - 1, where CTranslate2 stops
-        max_decoding_length=max(cap - 1, 1), min_decoding_length=0, max_input_length=0,
-        asynchronous=True))
-    # every worker busy, and few enough queued that a stop (Ctrl-C) waits for these only
-    pending = collections.deque(submit(*b) for b in itertools.islice(todo, 2 * translator.num_translators))
+    order = sorted(range(len(sources)), key=lambda k: len(sources[k]))
+    todo = iter([order[s:s + batch_size] for s in range(0, len(order), batch_size)])
+    def submit(idx, limit):   # one call; `limit`: the tokens before EOS, the smallest cap's (below)
+        return idx, limit, translator.translate_batch(
+            [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
+            max_batch_size=len(idx), beam_size=K, length_penalty=0.0 if gnmt else o.length_penalty,
+            num_hypotheses=K, return_scores=True, return_end_token=True,
+            max_decoding_length=limit, min_decoding_length=0, max_input_length=0, asynchronous=True)
+    # ours ends a hypothesis at its cap in EOS (chapter 14's `force_end`): the tokens before it are
+    # the first cap - 1, where CTranslate2 stops. A batch runs to its smallest cap; a sentence whose
+    # search reached that limit while its own cap lies further is decoded again, alone, to its own.
+    first = lambda idx: submit(idx, max(min(caps[k] for k in idx) - 1, 1))
+    pending = collections.deque(first(b) for b in itertools.islice(todo, 2 * translator.num_translators))
     while pending:
-        idx, res = pending.popleft()
-        if (b := next(todo, None)) is not None: pending.append(submit(*b))
+        idx, limit, res = pending.popleft()
+        if (b := next(todo, None)) is not None: pending.append(first(b))
+        res = [r.result() for r in res]
+        for j, (k, r) in enumerate(zip(idx, res)):
+            if caps[k] - 1 > limit and any(h[-1:] != ["</s>"] for h in r.hypotheses):
+                res[j] = submit([k], caps[k] - 1)[2][0].result()
         ranked = [_ranked([[stoi[t] for t in h] for h in r.hypotheses], r.scores, o.length_penalty,
-                          penalty) for r in (x.result() for x in res)]
+                          penalty) for r in res]
         yield idx, ([[(s, sentence_ids(h)) for s, h in r[:o.n_best]] for r in ranked] if o.n_best
                     else [sentence_ids(r[0][1]) for r in ranked])
 

@@ -20,8 +20,8 @@ from .evaluation import encode_lines, score_row
 from .fast_model import PackedLinear, pack_linears
 from .fast_decoding import decode_batches
 from .pretrained import SHIPPED, file_sha256, model_dir, open_translator, verify_model_dir
-from .ctranslate2_export import (CT2_FORMAT, CT2_META, ctranslate2_batches,
-                                                      export_ctranslate2, load_ctranslate2)
+from annotated_transformer.ctranslate2_export import (CT2_FORMAT, CT2_META, ctranslate2_batches,
+    export_ctranslate2, load_ctranslate2)
 from .onnx_export import ONNX_FORMAT, OnnxModel, OnnxTranslator, export_onnx
 
 # %% auto #0
@@ -153,7 +153,10 @@ def cached_export(model: Transformer, codec: WordCodec|BPECodec, # the model and
                  if p.is_file()}
         (tmp / CACHE_RECORD).write_text(json.dumps({"key": key, "files": files}, indent=1) + "\n",
                                         encoding="utf-8")
-    return write_folder_atomically(folder, write), True
+    try: return write_folder_atomically(folder, write), True
+    except OSError as e:
+        raise OSError(f"cannot write the export cache {folder.parent} ({e.strerror or e}): make it "
+                      f"writable, or point XDG_CACHE_HOME at another folder") from None
 
 # %% ../nbs/36_engines.ipynb #30e87433
 @dataclass
@@ -165,7 +168,8 @@ class EngineOptions:
     # the arithmetic, where the engine and the machine have it (default float32)
     compute_type: str|None = None
     device: str|None = None          # cpu, cuda, … (None: cuda if available; onnxruntime: the CPU)
-    # threads of CTranslate2's and ONNX Runtime's pools (None: torch's count, which torch decodes with)
+    # cores for CTranslate2 (a worker each) and ONNX Runtime (threads) (None: torch's thread count,
+    # which torch decodes with)
     threads: int|None = None
     cache_dir: str|os.PathLike|None = None  # the export cache (None: `engine_cache_dir()`)
 
@@ -178,9 +182,11 @@ class Engine:
     config: TransformerConfig     # the model's configuration: max_len, vocabulary sizes
     # (ids, options, batch_size) -> yields (indices, hypotheses) per batch, as `decode_batches`
     decode: Callable
-    threads: int                  # threads it decodes on
+    threads: int                  # threads within a batch
     info: dict = field(default_factory=dict)  # src, tgt, model or checkpoint, export folder, seconds
-    def describe(self) -> str: # e.g. "ctranslate2 int8, 1 thread"
+    workers: int = 1              # batches decoded at once, one thread each (CTranslate2's inter_threads)
+    def describe(self) -> str: # e.g. "ctranslate2 int8, 2 workers of one thread"
+        if self.workers > 1: return f"{self.name} {self.compute_type}, {self.workers} workers of one thread"
         return f"{self.name} {self.compute_type}, {self.threads} thread{'s' * (self.threads != 1)}"
 
 # %% ../nbs/36_engines.ipynb #812deef7
@@ -188,7 +194,7 @@ def export_kind(folder) -> str|None: # an engine's name, or None: not an exporte
     "Which engine an exported folder is for: its format file says (chapter 34's or chapter 35's)."
     p = Path(folder)
     if (p / CT2_META).is_file(): return "ctranslate2"
-    if (p / "model.json").is_file() and (p / "encoder.onnx").is_file(): return "onnxruntime"
+    if (p / "model.json").is_file(): return "onnxruntime"      # a model folder has config.json
     return None
 
 def _read_meta(path: Path, fmt: str) -> dict:
@@ -206,13 +212,25 @@ def _read_meta(path: Path, fmt: str) -> dict:
 # %% ../nbs/36_engines.ipynb #e44ac115
 def _exported_engine(folder: Path, kind: str, compute_type: str|None, device: torch.device,
                      threads: int) -> Engine:
-    "An `Engine` over an exported folder: CTranslate2's `Translator`, or ONNX Runtime's two sessions."
+    "An `Engine` over an exported folder; a folder the engine cannot read is a `ValueError` naming it."
+    try: return _open_export(folder, kind, compute_type, device, threads)
+    except (ValueError, OSError): raise
+    except Exception as e:   # the engines' own errors (ONNX Runtime's derive from Exception alone)
+        raise ValueError(f"{folder} is not a usable {kind} export ({type(e).__name__}: "
+                         f"{' '.join(str(e).split())[:300]}): export the model again") from None
+
+def _open_export(folder: Path, kind: str, compute_type: str|None, device: torch.device,
+                 threads: int) -> Engine:
+    "CTranslate2's `Translator`, or ONNX Runtime's two sessions, over an exported folder."
     if kind == "ctranslate2":
         meta = _read_meta(folder / CT2_META, CT2_FORMAT)
-        tr, codec, _ = load_ctranslate2(folder, device.type, compute_type or "default", threads)
+        # a worker per core, each on its own batch: on a CPU, twice one batch on two threads (chapter 19)
+        tr, codec, _ = load_ctranslate2(folder, device.type, compute_type or "default", 1, threads)
         config = TransformerConfig.from_dict(meta["config"])
         decode = lambda ids, o, bs: ctranslate2_batches(tr, codec, ids, o, bs, max_len=config.max_len)
         ct = compute_type or meta.get("quantization", "float32")
+        info = {"src": meta["src_lang"], "tgt": meta["tgt_lang"], "export": str(folder)}
+        return Engine(kind, ct, codec, config, decode, 1, info, workers=threads)
     else:
         meta = _read_meta(folder / "model.json", ONNX_FORMAT)
         codec = codec_from_dict(json.loads((folder / meta["files"]["vocab"]).read_text(encoding="utf-8")))
@@ -294,7 +312,7 @@ def translate_lines(engine: Engine,                   # from `open_engine`
     finished, ready = [True] * len(lines), 0
     for i in todo: finished[i] = False
     with tqdm(total=len(ids), desc="decoding", unit="sent", file=sys.stderr,
-              disable=not progress or len(lines) < 2) as bar:
+              disable=not progress or len(ids) < 2) as bar:
         for b, hyps in engine.decode(ids, o, batch_size):
             for i, h in ((todo[j], h) for j, h in zip(b, hyps)):
                 finished[i] = True

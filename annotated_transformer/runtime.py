@@ -416,5 +416,6 @@ def write_folder_atomically(out: str|os.PathLike, # the folder to write; an earl
         shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not out.exists(): os.rename(old, out)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    if old.is_dir() and not old.is_symlink(): shutil.rmtree(old, ignore_errors=True)
+    elif old.exists() or old.is_symlink(): old.unlink()   # a file stood where the folder goes
     return out

@@ -51,8 +51,8 @@ def test_bench_structure(setup):
     assert [r["vs_ct2_float32"] for r in res["runs"] if r["name"].startswith("CT2 float32")] == [1.0, 1.0, 1.0]
     assert all(0 <= r["identical"] <= len(pairs) for r in res["runs"])
     assert res["runs"][0]["name"] == "ours fp32, 1 thr" and res["runs"][0]["identical"] == len(pairs)
-    for t in (1, 2):                                   # the command line's own rows, text in and out
-        r = next(r for r in res["runs"] if r["name"] == f"translate --engine ctranslate2, {t} thr")
+    for layout in ("1 thr", "2 workers"):              # the command line's own rows, text in and out
+        r = next(r for r in res["runs"] if r["name"] == f"translate --engine ctranslate2, {layout}")
         assert r["command_line"] and r["vs_ct2_float32"] is not None and r["tokens_per_s"] is None
     assert [r["engine"][:4] for r in res["latency"]][:2] == ["ours", "ours"]
     assert {"ours fp32", "ours int8", "CT2 float32", "CT2 int8"} <= {r["engine"] for r in res["latency"]}

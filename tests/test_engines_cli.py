@@ -307,3 +307,27 @@ def test_compute_types_an_engine_lacks_are_refused(cache, capsys):
     rc, out, _ = run_main(capsys, "translate", "--help")
     assert rc == 0 and "--engine {torch,ctranslate2,onnxruntime}" in out and "--compute-type TYPE" in out
     assert "own rule" in " ".join(out.split())
+
+
+def test_a_broken_exported_folder_is_one_line_naming_it(cache, tmp_path, capsys):
+    rc, _, err = run_main(capsys, "export", "--model", "de-en", "--format", "onnx", "--no-attention", "--output",
+                          tmp_path / "onnx")
+    assert rc == 0, err
+    (tmp_path / "onnx" / "decoder.onnx").unlink()
+    rc, _, err = run_main(capsys, "translate", "--engine", "onnxruntime", "--model", tmp_path / "onnx", "Ein Hund.")
+    assert rc == 1 and "Traceback" not in err, err
+    assert f"{tmp_path / 'onnx'} is not a usable onnxruntime export" in err and "decoder.onnx" in err, err
+
+
+def test_flags_that_cannot_apply_are_refused_before_loading(cache, capsys):
+    rc, _, err = run_main(capsys, "translate", "--engine", "ctranslate2", "--early-stop", "Ein Hund.")
+    assert rc == 1 and "CTranslate2's beam search stops by its own rule" in err, err
+    rc, _, err = run_main(capsys, "translate", "--engine", "onnxruntime", "--input", "/no/such/file.de")
+    assert rc == 1 and messages(err) == ["annotated-transformer translate: error: --input /no/such/file.de: no such file"], err
+
+
+def test_a_closed_pipe_stops_quietly(cache, val_file):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "XDG_CACHE_HOME": str(cache)}
+    r = subprocess.run(f"{EXE} translate --engine ctranslate2 --beam-size 1 --batch-size 2 --input {val_file} | head -1",
+                       shell=True, capture_output=True, text=True, env=env, executable="/bin/bash")
+    assert len(r.stdout.splitlines()) == 1 and "error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
