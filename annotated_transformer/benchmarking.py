@@ -376,8 +376,8 @@ def _command_line_lines(result: dict) -> list[str]:
     opened = (result.get("command_line") or {}).get("opened", {})
     L = []
     for r in (r for r in result["runs"] if r.get("command_line")):
-        own = rows.get(f"CT2 float32, {r['threads']} thr")
-        o = opened.get(str(r["threads"]), {})
+        own = rows.get(r["name"].replace("translate --engine ctranslate2", "CT2 float32"))   # same layout
+        o = opened.get(str(r["cores"]), {})
         L.append(f"- `{r['name']}` (text in, text out): {r['sentences_per_s']:.1f} sentences/s, "
                  + (f"{r['sentences_per_s'] / own['sentences_per_s']:.2f}× CTranslate2's own row on ids; "
                     if own else "")

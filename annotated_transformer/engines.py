@@ -224,21 +224,21 @@ def _open_export(folder: Path, kind: str, compute_type: str|None, device: torch.
     "CTranslate2's `Translator`, or ONNX Runtime's two sessions, over an exported folder."
     if kind == "ctranslate2":
         meta = _read_meta(folder / CT2_META, CT2_FORMAT)
-        # a worker per core, each on its own batch: on a CPU, twice one batch on two threads (chapter 19)
-        tr, codec, _ = load_ctranslate2(folder, device.type, compute_type or "default", 1, threads)
+        # on a CPU a worker per core, each on its own batch: faster than one batch on every core
+        # (the performance chapter's "workers" rows); on a GPU, one
+        workers = threads if device.type == "cpu" else 1
+        tr, codec, _ = load_ctranslate2(folder, device.type, compute_type or "default", 1, workers)
         config = TransformerConfig.from_dict(meta["config"])
         decode = lambda ids, o, bs: ctranslate2_batches(tr, codec, ids, o, bs, max_len=config.max_len)
-        ct = compute_type or meta.get("quantization", "float32")
-        info = {"src": meta["src_lang"], "tgt": meta["tgt_lang"], "export": str(folder)}
-        return Engine(kind, ct, codec, config, decode, 1, info, workers=threads)
+        ct, threads = compute_type or meta.get("quantization", "float32"), 1
     else:
-        meta = _read_meta(folder / "model.json", ONNX_FORMAT)
+        meta, workers = _read_meta(folder / "model.json", ONNX_FORMAT), 1
         codec = codec_from_dict(json.loads((folder / meta["files"]["vocab"]).read_text(encoding="utf-8")))
         config = TransformerConfig.from_dict(meta["config"])
         model = OnnxModel(OnnxTranslator(folder, threads=threads), config)
         decode, ct = (lambda ids, o, bs: decode_batches(model, ids, o, batch_size=bs)), "float32"
     info = {"src": meta["src_lang"], "tgt": meta["tgt_lang"], "export": str(folder)}
-    return Engine(kind, ct, codec, config, decode, threads, info)
+    return Engine(kind, ct, codec, config, decode, threads, info, workers)
 
 # %% ../nbs/36_engines.ipynb #90d3d2f5
 def _torch_engine(model: Transformer, codec, compute_type: str, device: torch.device,
@@ -251,6 +251,10 @@ def _torch_engine(model: Transformer, codec, compute_type: str, device: torch.de
     return Engine("torch", compute_type, codec, model.config, decode, torch.get_num_threads(), info)
 
 # %% ../nbs/36_engines.ipynb #25605ec6
+def _engine_device(engine: str, device: str|None) -> torch.device:
+    "`device`, else CUDA where there is one, except for ONNX Runtime, which runs on the CPU here."
+    return torch.device("cpu") if engine == "onnxruntime" and device is None else default_device(device)
+
 def model_engine(model: Transformer, codec: WordCodec|BPECodec, # a loaded model (eval) and its codec
                  options: EngineOptions,             # engine, compute type, device, threads, cache
                  weights: str,                       # the sha256 naming its weights (`weights_sha256`)
@@ -259,8 +263,7 @@ def model_engine(model: Transformer, codec: WordCodec|BPECodec, # a loaded model
                 ) -> Engine:
     "A loaded model on the engine asked for: the torch decoder, or its cached export (written if need be)."
     o, info = options, dict(info or {})
-    cpu_only = o.engine == "onnxruntime" and o.device is None          # ONNX Runtime: the CPU here
-    device = torch.device("cpu") if cpu_only else default_device(o.device)
+    device = _engine_device(o.engine, o.device)
     ct = check_compute_type(o.engine, o.compute_type, device)
     if o.engine == "torch": return _torch_engine(model.to(device), codec, ct, device, info)
     key = {"weights_sha256": weights, "engine": o.engine, "compute_type": ct,
@@ -284,7 +287,7 @@ def open_engine(checkpoint: str|os.PathLike|None=None,  # a checkpoint written b
     if name_or_dir is not None and str(name_or_dir) not in SHIPPED and (kind := export_kind(name_or_dir)):
         if kind != o.engine:
             raise ValueError(f"{name_or_dir} is an export for {kind}: use --engine {kind}")
-        device = torch.device("cpu") if o.device is None else default_device(o.device)
+        device = _engine_device(kind, o.device)
         check_compute_type(kind, o.compute_type, device)
         e = _exported_engine(Path(name_or_dir), kind, o.compute_type, device,
                              o.threads or torch.get_num_threads())
