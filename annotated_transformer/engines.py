@@ -16,7 +16,7 @@ from .model import Transformer, TransformerConfig
 from .runtime import bf16_native, default_device, write_folder_atomically
 from .data import BPECodec, WordCodec, check_same_direction, codec_from_dict
 from .decoding import SearchOptions
-from .evaluation import encode_lines, score_row
+from .evaluation import encode_lines, score_translations
 from .fast_model import PackedLinear, pack_linears
 from .fast_decoding import decode_batches
 from .pretrained import SHIPPED, file_sha256, model_dir, open_translator, verify_model_dir
@@ -332,14 +332,8 @@ def score_engine_sets(engine: Engine,                          # from `open_engi
                       options: SearchOptions|None=None, batch_size: int=64, progress: bool=False,
                      ) -> list[dict]:  # per set: `score_sets`' row (chapter 15), with the hypotheses
     "`score_sets` (chapter 15) on any engine: translate and score each set with BLEU and chrF."
-    rows = []
-    for name, pairs in sets.items():
-        pairs = list(pairs)
-        if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
-        t = time.perf_counter()
-        hyps = list(translate_lines(engine, [s for s, _ in pairs], options, batch_size, progress=progress))
-        rows.append(score_row(name, pairs, hyps, time.perf_counter() - t))
-    return rows
+    return score_translations(sets, lambda sources: translate_lines(engine, sources, options, batch_size,
+                                                                    progress=progress))
 
 # %% ../nbs/36_engines.ipynb #2d463dfa
 def engine_difference_table(search_errors: dict, # nbs/results/search_errors.json: one of its entries

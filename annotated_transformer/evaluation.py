@@ -18,7 +18,7 @@ from .fast_decoding import decode_corpus
 
 # %% auto #0
 __all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'encode_lines', 'translate',
-           'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_row', 'score_table']
+           'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_translations', 'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -169,26 +169,26 @@ def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `transla
                options: SearchOptions|None=None, batch_size: int=64, progress: bool=False,
               ) -> list[dict]:  # per set: its row (see above), with the hypotheses
     "Translate and score each set with sacreBLEU's BLEU and chrF: a row per set, in order."
+    return score_translations(sets, lambda sources: translate(model, codec, sources, options,
+                                                              batch_size, progress))
+
+def score_translations(sets: dict[str, Sequence[tuple[str, str]]], # name -> (source, reference) pairs
+                       # raw sources -> their detokenized translations (any translator: chapter 36)
+                       translate_fn: Callable[[list[str]], Sequence[str]],
+                      ) -> list[dict]: # per set: `score_sets`' row, with the hypotheses
+    "Each set's sources through `translate_fn`, timed, then scored with BLEU and chrF: a row per set."
     rows = []
     for name, pairs in sets.items():
         pairs = list(pairs)
         if not pairs: raise ValueError(f"test set {name!r} has no sentence pairs to score")
         t = time.perf_counter()
-        hyps = translate(model, codec, [s for s, _ in pairs], options, batch_size, progress)
-        rows.append(score_row(name, pairs, hyps, time.perf_counter() - t))
+        hyps = list(translate_fn([s for s, _ in pairs]))
+        seconds, refs = time.perf_counter() - t, [r for _, r in pairs]
+        bleu, chrf = corpus_bleu(hyps, refs), corpus_chrf(hyps, refs)
+        rows.append({"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,
+                     "bleu_signature": bleu.signature, "chrf_signature": chrf.signature,
+                     "decode_s": round(seconds, 2), "hypotheses": hyps})
     return rows
-
-def score_row(name: str,                          # the set's name
-              pairs: Sequence[tuple[str, str]],   # its (source, reference) pairs
-              hypotheses: Sequence[str],          # a translation per pair, detokenized
-              seconds: float,                     # how long the translating took
-             ) -> dict:                           # `score_sets`' row for the set
-    "One set's row: sentences, sacreBLEU's BLEU and chrF with their signatures, seconds, hypotheses."
-    refs = [r for _, r in pairs]
-    bleu, chrf = corpus_bleu(hypotheses, refs), corpus_chrf(hypotheses, refs)
-    return {"set": name, "sentences": len(pairs), "bleu": bleu.score, "chrf": chrf.score,
-            "bleu_signature": bleu.signature, "chrf_signature": chrf.signature,
-            "decode_s": round(seconds, 2), "hypotheses": list(hypotheses)}
 
 def score_table(rows: Sequence[dict], # `score_sets` rows (or dicts with their keys)
                ) -> str:              # Markdown: the table, then the signatures

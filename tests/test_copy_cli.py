@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotated_transformer.cli import main
 from annotated_transformer.batching import token_batch_loader
 from annotated_transformer.copy_task import COPY_MAX_STEPS, copy_pairs, averaged_steps
 from annotated_transformer.checkpoints import checkpoint_path, latest_checkpoint, load_checkpoint
+from cli_run import run_main
 
 EXE = str(Path(sys.executable).parent / "annotated-transformer")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -28,15 +28,6 @@ def run(*args, **kw):
 
 def load_ckpt(path):
     return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def run_main(capsys, *argv):
-    "`cli.main` in process: (exit status, stdout, stderr)."
-    capsys.readouterr()
-    try: rc = main([str(a) for a in argv])
-    except SystemExit as e: rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.mark.parametrize("seed", SEEDS)                                     # on both workers (tests/conftest.py)

@@ -1,7 +1,7 @@
 """The deploy engines from the command line (chapter 36): `translate --engine ctranslate2|onnxruntime`.
 
 1. On 20 validation sentences, each engine's greedy output has the ids of `--engine torch` on at least 19, and where
-   they part, the torch model's two best next tokens were within LOGP_MARGIN (the near-tie rule of
+   they part, the torch model's two best next tokens were within LOGP_MARGIN (tests/near_ties.py, the rule of
    tests/test_browser_translate.py). Beam 4 holds ONNX Runtime (our search over its steps) to the same rule; CTranslate2
    searches by its own stopping rule, so its count is printed (and kept well above chance).
 2. The export cache: the first run exports and says so, the second does not; a cached folder changed after its export
@@ -17,19 +17,16 @@ import pytest
 import torch
 
 import annotated_transformer.engines as engines
-import annotated_transformer.fast_decoding as fast_decoding
-from annotated_transformer.cli import main
 from annotated_transformer.engines import EngineOptions, open_engine, cache_problem, CACHE_RECORD
 from annotated_transformer.evaluation import encode_sources
-from annotated_transformer.decoding import SearchOptions, length_normalization
-from annotated_transformer.attention import causal_mask
-from annotated_transformer.embeddings import BOS_IDX, EOS_IDX
+from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.pretrained import load_model
+from near_ties import near_tie
+from cli_run import run_main, messages, stop_at_batch
 
 pytest.importorskip("ctranslate2", reason="the [ctranslate2] extra is not installed")
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
 
-LOGP_MARGIN = 1e-3   # a divergence is allowed only where the torch model's two candidates are this close (nats)
 N = 20               # validation sentences per engine
 MIN_SAME = 19        # identical ids at least this often (greedy; beam 4 for ONNX Runtime)
 EXE = str(Path(sys.executable).parent / "annotated-transformer")
@@ -58,42 +55,7 @@ def val_file(tmp_path_factory):
     return p
 
 
-def run_main(capsys, *argv):
-    capsys.readouterr()
-    try: rc = main([str(a) for a in argv])
-    except SystemExit as e: rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def messages(err: str) -> list[str]:
-    "stderr without progress bars (tqdm rewrites its line with \\r)."
-    lines = (l.rsplit("\r", 1)[-1] for l in err.split("\n"))
-    return [l for l in lines if l.strip() and not re.match(r"^\s*decoding\b.*\|", l)]
-
-
 # ---------------------------------------------------------------------------------------------- 1. the same outputs
-@torch.no_grad()
-def _logp(model, src_ids, tgt_in):
-    src, tgt = torch.tensor([src_ids]), torch.tensor([tgt_in])
-    sm = model.make_src_mask(src)
-    return model.generator(model.decode(model.encode(src, sm), sm, tgt, causal_mask(len(tgt_in))))[0].double()
-
-
-def _score(model, src_ids, hyp, alpha=0.6):
-    hyp = hyp + [EOS_IDX]
-    lp = _logp(model, src_ids, [BOS_IDX] + hyp[:-1])
-    return float(lp[torch.arange(len(hyp)), torch.tensor(hyp)].sum()) / length_normalization(len(hyp), alpha)
-
-
-def _near_tie(model, src_ids, a, b, beam) -> bool:
-    "Whether torch's model sees a near-tie where the two outputs part (greedy) or between them (beam)."
-    if beam > 1: return abs(_score(model, src_ids, a) - _score(model, src_ids, b)) <= LOGP_MARGIN
-    t = next(k for k, (x, y) in enumerate(zip(a + [EOS_IDX], b + [EOS_IDX])) if x != y)
-    top = _logp(model, src_ids, [BOS_IDX] + a[:t])[-1].topk(2).values
-    return float(top[0] - top[1]) <= LOGP_MARGIN
-
-
 def _ids(engine, sentences, beam):
     ids, _ = encode_sources(engine.codec, sentences, engine.config.max_len)
     out = [None] * len(ids)
@@ -121,7 +83,7 @@ def test_engine_outputs_match_torch(cache, val_file, capsys, name, beam):
     # the command line printed what the engines decode
     assert all(texts["torch"][i] == texts[name][i] for i in range(N) if i not in differ)
     model = load_model("de-en")[0]                              # the fast model, unpacked: the reference
-    far = [i for i in differ if not _near_tie(model, src[i], ours[i], theirs[i], beam)]
+    far = [i for i in differ if not near_tie(model, src[i], ours[i], theirs[i], beam)]
     print(f"[engines] {name} beam {beam}: {N - len(differ)}/{N} identical ids to torch, "
           f"{len(differ) - len(far)} near-ties, {len(far)} other differences")
     if name == "ctranslate2" and beam > 1:        # its own stopping rule: counted, and far above chance
@@ -219,16 +181,6 @@ def _stop_ct2_at(monkeypatch, n):
     monkeypatch.setattr(engines, "ctranslate2_batches", batches)
 
 
-def _stop_search_at(monkeypatch, n):
-    "Ctrl-C during the n-th batch's search (our search over ONNX Runtime's steps)."
-    real, calls = fast_decoding.fast_beam_search, []
-    def search(*a, **k):
-        calls.append(1)
-        if len(calls) == n: raise KeyboardInterrupt
-        return real(*a, **k)
-    monkeypatch.setattr(fast_decoding, "fast_beam_search", search)
-
-
 @pytest.mark.parametrize("name", ["ctranslate2", "onnxruntime"])
 def test_ctrl_c_keeps_the_finished_lines_whatever_the_engine(cache, tmp_path, monkeypatch, capsys, name):
     lines = _val(40)
@@ -238,7 +190,7 @@ def test_ctrl_c_keeps_the_finished_lines_whatever_the_engine(cache, tmp_path, mo
     rc, _, err = run_main(capsys, *args, "--output", tmp_path / "whole.en")
     assert rc == 0, err
     whole = (tmp_path / "whole.en").read_text(encoding="utf-8").splitlines()
-    (_stop_ct2_at if name == "ctranslate2" else _stop_search_at)(monkeypatch, 4)
+    (_stop_ct2_at if name == "ctranslate2" else stop_at_batch)(monkeypatch, 4)   # ONNX: our search
     out = tmp_path / "out.en"
     rc, _, err = run_main(capsys, *args, "--output", out)
     monkeypatch.undo()

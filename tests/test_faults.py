@@ -18,7 +18,6 @@ import pytest
 import torch
 
 import annotated_transformer.checkpoints as checkpoints
-from annotated_transformer.cli import main
 from annotated_transformer.data import (read_lines, read_parallel, load_split, ensure_splits, resolve_data_dir,
                                         build_codec, DATA_ENV)
 from annotated_transformer.embeddings import UNK_IDX, PAD_IDX
@@ -26,6 +25,7 @@ from annotated_transformer.model import create_transformer
 from annotated_transformer.fast_model import make_fast, ModelLevers
 from annotated_transformer.training import TrainState
 from annotated_transformer.checkpoints import (save_checkpoint, load_checkpoint, model_from_checkpoint, restore_checkpoint, list_checkpoints)
+from cli_run import run_main
 
 torch.set_num_threads(1)
 EXE = str(Path(sys.executable).parent / "annotated-transformer")
@@ -38,15 +38,6 @@ def cli(*args, input=None, timeout=300):
     r = subprocess.run([EXE, *map(str, args)], input=input, capture_output=True, text=text, env=ENV, timeout=timeout)
     if not text: r.stdout, r.stderr = r.stdout.decode(), r.stderr.decode()
     return r
-
-
-def run_main(capsys, *argv):
-    "`cli.main` in process: (exit status, stdout, stderr); argparse's SystemExit becomes its status."
-    capsys.readouterr()
-    try: rc = main([str(a) for a in argv])
-    except SystemExit as e: rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 PROGRESS = re.compile(r"^\s*(train|decoding)\b.*\|")                     # tqdm bars: "train:  50%|█████ | 1/2 [...]"

@@ -9,6 +9,7 @@ import json, os, re, shlex, signal, subprocess, sys, time
 from pathlib import Path
 
 import torch
+from cli_run import messages
 
 BIN = Path(sys.executable).parent
 EXE = str(BIN / "annotated-transformer")
@@ -43,12 +44,6 @@ def signal_when_training(runs, at_least=5, timeout=180, total=STEPS):
             if updates_done(err_path, total) >= at_least: proc.send_signal(sig); pending.remove(run)
         time.sleep(0.02)
     assert not pending, f"no progress after {timeout} s:\n{pending[0][1].read_text()[-2000:]}"
-
-
-def messages(err: str) -> list[str]:
-    "stderr without progress-bar lines (tqdm rewrites its line with \\r)."
-    lines = (l.rsplit("\r", 1)[-1] for l in err.split("\n"))
-    return [l for l in lines if l.strip() and not re.match(r"^\s*train\b.*\|", l)]
 
 
 def load(path):

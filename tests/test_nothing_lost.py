@@ -16,32 +16,17 @@ from pathlib import Path
 import pytest
 import torch
 
-import annotated_transformer.fast_decoding as fast_decoding
-from annotated_transformer.cli import main, build_parser
+from annotated_transformer.cli import build_parser
 from annotated_transformer.data import build_codec, find_multi30k, DATA_ENV
 from annotated_transformer.model import create_transformer
 from annotated_transformer.training import TrainState
 from annotated_transformer.checkpoints import save_checkpoint, latest_checkpoint
+from cli_run import run_main, messages, stop_at_batch
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).parent / "annotated-transformer")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def run_main(capsys, *argv):
-    "`cli.main` in process: (exit status, stdout, stderr); argparse's SystemExit becomes its status."
-    capsys.readouterr()
-    try: rc = main([str(a) for a in argv])
-    except SystemExit as e: rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def messages(err: str) -> list[str]:
-    "stderr without progress bars (tqdm rewrites its line with \\r)."
-    lines = (l.rsplit("\r", 1)[-1] for l in err.split("\n"))
-    return [l for l in lines if l.strip() and not re.match(r"^\s*(train|decoding)\b.*\|", l)]
 
 
 WORDS = ["Hund", "Mann", "Frau", "Kind", "Park", "Buch", "Schnee", "Fußball", "liest", "läuft", "spielt"]
@@ -64,16 +49,6 @@ def input_lines() -> list[str]:
     import random
     rng = random.Random(0)
     return [WORDS[i] for i in range(6)] + [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for _ in range(34)]
-
-
-def stop_at_batch(monkeypatch, n: int):
-    "Ctrl-C during the n-th batch's search (the search is looked up at each batch, in the fast decoding module)."
-    real, calls = fast_decoding.fast_beam_search, []
-    def search(*a, **k):
-        calls.append(1)
-        if len(calls) == n: raise KeyboardInterrupt
-        return real(*a, **k)
-    monkeypatch.setattr(fast_decoding, "fast_beam_search", search)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -13,11 +13,8 @@ from annotated_transformer.evaluation import encode_sources
 from annotated_transformer.decoding import SearchOptions, beam_search
 from annotated_transformer.fast_decoding import decode_corpus
 from annotated_transformer.fast_model import make_paper, is_fast
-from annotated_transformer.decoding import length_normalization
-from annotated_transformer.attention import causal_mask
-from annotated_transformer.embeddings import BOS_IDX, EOS_IDX
+from near_ties import near_tie
 
-LOGP_MARGIN = 1e-3     # a divergence is allowed only where the two candidates are this close (nats)
 N_SENTENCES = 120      # validation sentences per direction (the closing note's run used 300)
 
 
@@ -36,27 +33,6 @@ def pair(request):
     return request.param, fast, paper, ids
 
 
-@torch.no_grad()
-def _logp(model, src_ids, tgt_in):
-    src, tgt = torch.tensor([src_ids]), torch.tensor([tgt_in])
-    sm = model.make_src_mask(src)
-    return model.generator(model.decode(model.encode(src, sm), sm, tgt, causal_mask(len(tgt_in))))[0].double()
-
-
-def _score(model, src_ids, hyp, alpha=0.6):
-    hyp = hyp + [EOS_IDX]
-    lp = _logp(model, src_ids, [BOS_IDX] + hyp[:-1])
-    return float(lp[torch.arange(len(hyp)), torch.tensor(hyp)].sum()) / length_normalization(len(hyp), alpha)
-
-
-def _explained(model, src_ids, a, b, beam):
-    "Whether the paper's model sees a near-tie where the two outputs part (greedy) or between them (beam)."
-    if beam > 1: return abs(_score(model, src_ids, a) - _score(model, src_ids, b)) <= LOGP_MARGIN
-    t = next(k for k, (x, y) in enumerate(zip(a + [EOS_IDX], b + [EOS_IDX])) if x != y)
-    top = _logp(model, src_ids, [BOS_IDX] + a[:t])[-1].topk(2).values
-    return float(top[0] - top[1]) <= LOGP_MARGIN
-
-
 @pytest.mark.parametrize("beam", [1, 4])
 def test_paper_and_fast_decode_the_same_ids(pair, beam):
     direction, fast, paper, ids = pair
@@ -64,7 +40,7 @@ def test_paper_and_fast_decode_the_same_ids(pair, beam):
     readable = decode_corpus(paper, ids, SearchOptions(beam_size=beam), search=beam_search)   # chapter 14 on the paper's classes
     quick = decode_corpus(fast, ids, SearchOptions(beam_size=beam))                   # chapter 23 on the fast twins
     differ = [i for i, (a, b) in enumerate(zip(readable, quick)) if a != b]
-    unexplained = [i for i in differ if not _explained(paper, ids[i], readable[i], quick[i], beam)]
+    unexplained = [i for i in differ if not near_tie(paper, ids[i], readable[i], quick[i], beam)]
     print(f"[paper vs fast] {direction} beam {beam}: {len(ids) - len(differ)}/{len(ids)} identical, "
           f"{len(differ) - len(unexplained)} near-ties")
     assert not unexplained, f"{direction} beam {beam}: sentences {unexplained} differ where no near-tie decides"
