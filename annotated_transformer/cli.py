@@ -13,13 +13,12 @@ from pathlib import Path
 import torch
 from fastcore.docments import docments
 from . import __version__
-from tqdm.auto import tqdm
 from .runtime import default_device, distributed_session, atomic_file
 from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
     model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
 from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_split,
     resolve_data_dir, skipped_note, DirectionMismatch)
-from .evaluation import nbest_row, score_table
+from .evaluation import translate, nbest_row, score_table
 from .copy_task import COPY_MAX_STEPS, COPY_FIT, CopyRecipe, train_copy, copy_scores
 from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
     default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
