@@ -314,6 +314,21 @@ class TranslationBench:
     onnx: bool = False               # also time ONNX Runtime (the [onnx] extra, chapter 35)
 
 
+# %% ../nbs/94_benchmarking.ipynb #7186494d
+def _speed_rows(m: Transformer, codec, pairs: list, ids: list, b: TranslationBench, search: dict,
+                tmp: Path) -> tuple[list[dict], dict]: # (rows, the command line's opening times)
+    "Every configuration timed in turn, each command-line row right after CTranslate2's own on as many cores."
+    ct2_dir = export_ctranslate2(m, tmp / "ct2", codec=codec)              # float32; int8 at load
+    onnx_dir = export_onnx(m, tmp / "onnx", codec=codec) if b.onnx else None
+    engines = engine_table(m, codec, ids, b.threads, search, ct2_dir, onnx_dir, b.int8_ours)
+    cli, opened = command_line_rows(m, codec, [s for s, _ in pairs], b.threads, search, tmp / "cache")
+    order = [x for n in engines for x in (n, *[c for c in cli if n == f"CT2 float32, {c.split(', ')[-1]}"])]
+    engines.update(cli)
+    timed = timed_runs({n: engines[n][1] for n in order}, b.repeats)
+    reference = timed[next(iter(engines))][2]                             # ours fp32, first thread count
+    refs = [t for _, t in pairs]
+    return _ratios([_run_row(n, engines[n][0], timed[n], codec, refs, reference) for n in order]), opened
+
 # %% ../nbs/94_benchmarking.ipynb #d64647e6
 def bench_translation(
     model: str|os.PathLike|Transformer="de-en",  # shipped name, folder, checkpoint, `Transformer`
@@ -337,18 +352,7 @@ def bench_translation(
                 lever_sentences=lever_sentences, onnx=onnx)
     call = command or f"bench_translation({', '.join(f'{k}={v!r}' for k, v in args.items())})"
     with tempfile.TemporaryDirectory() as tmp:
-        ct2_dir = export_ctranslate2(m, Path(tmp) / "ct2", codec=codec)  # float32; int8 at load
-        onnx_dir = export_onnx(m, Path(tmp) / "onnx", codec=codec) if onnx else None
-        engines = engine_table(m, codec, ids, threads, search, ct2_dir, onnx_dir, int8_ours)
-        cli, opened = command_line_rows(m, codec, [s for s, _ in pairs], threads, search,
-                                        Path(tmp) / "cache")
-        # each command-line row right after CTranslate2's own row on as many threads: in turn
-        order = [x for n in engines for x in
-                 (n, *[c for c in cli if n == f"CT2 float32, {c.split(', ')[-1]}"])]
-        engines.update(cli)
-        timed = timed_runs({n: engines[n][1] for n in order}, repeats)
-        reference = timed[next(iter(engines))][2]                        # ours fp32, first thread count
-        runs = _ratios([_run_row(n, engines[n][0], timed[n], codec, refs, reference) for n in order])
+        runs, opened = _speed_rows(m, codec, pairs, ids, b, search, Path(tmp))
         lat = (latency(latency_engines(m, codec, Path(tmp) / "cache", int8_ours, onnx),
                        [s for s, _ in pairs[:latency_sentences]], b.beam_size, b.length_penalty)
                if latency_sentences else [])
@@ -387,6 +391,7 @@ def _command_line_lines(result: dict) -> list[str]:
                     f"loading {o.get('load_s', 0):.2f} s"))
     return ["", *L] if L else []
 
+# %% ../nbs/94_benchmarking.ipynb #c8c0960d
 def bench_table(result: dict, # from `bench_translation` (or its JSON)
                ) -> str:      # Markdown: the speed table, latency, the lever table, and the command
     "The benchmark as Markdown tables, ratios against CTranslate2 float32 on as many cores."

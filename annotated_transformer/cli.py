@@ -259,6 +259,7 @@ def _add_translate(sub):
                         "INPUT_LINE<TAB>RANK<TAB>SCORE<TAB>TRANSLATION (the beam is widened to K)")
     return s
 
+# %% ../nbs/92_cli.ipynb #02910a9c
 def _add_evaluate(sub):
     what = "score a checkpoint on a Multi30k split with sacreBLEU"
     s = sub.add_parser("evaluate", help=what, description=what)

@@ -216,6 +216,21 @@ def _caps(sources: Sequence[Sequence[int]], extra_len: int, max_len: int,
             raise ValueError(f"source {k} is not <s> … </s> ids (as encode_sources makes them)")
     return [min(len(s) + extra_len, max_len) for s in sources]
 
+# %% ../nbs/34_ctranslate2_export.ipynb #889be9fe
+def _submit(translator, src_itos: list[str], sources, idx: list[int], limit: int, K: int,
+            length_penalty: float):  # -> (idx, limit, CTranslate2's async results)
+    "One asynchronous call: the sentences `idx` as tokens, K beams, at most `limit` tokens before EOS."
+    return idx, limit, translator.translate_batch(
+        [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
+        max_batch_size=len(idx), beam_size=K, length_penalty=length_penalty, num_hypotheses=K,
+        return_scores=True, return_end_token=True, max_decoding_length=limit, min_decoding_length=0,
+        max_input_length=0, asynchronous=True)
+
+def _hypotheses(r, stoi: dict, o: SearchOptions, penalty: str):  # r: a CTranslate2 result
+    "A sentence's answer from its final beam: the best ids, or the `n_best` (score, ids) pairs."
+    ranked = _ranked([[stoi[t] for t in h] for h in r.hypotheses], r.scores, o.length_penalty, penalty)
+    return [(s, sentence_ids(h)) for s, h in ranked[:o.n_best]] if o.n_best else sentence_ids(ranked[0][1])
+
 # %% ../nbs/34_ctranslate2_export.ipynb #129770b6
 def ctranslate2_batches(
     translator,                  # a `ctranslate2.Translator` (from `load_ctranslate2`)
@@ -231,33 +246,22 @@ def ctranslate2_batches(
     if penalty not in ("gnmt", "ctranslate2"):
         raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
     o = options or SearchOptions()
-    K, gnmt, caps = o.beams, penalty == "gnmt", _caps(sources, o.extra_len, max_len)
-    src_itos, tgt_itos = codec_tokens(codec)
+    caps, (src_itos, tgt_itos) = _caps(sources, o.extra_len, max_len), codec_tokens(codec)
     stoi = {t: i for i, t in enumerate(tgt_itos)}
     order = sorted(range(len(sources)), key=lambda k: len(sources[k]))
     todo = iter([order[s:s + batch_size] for s in range(0, len(order), batch_size)])
-    def submit(idx, limit):   # one call; `limit`: the tokens before EOS, the smallest cap's (below)
-        return idx, limit, translator.translate_batch(
-            [[src_itos[int(i)] for i in sources[k][1:-1]] for k in idx],
-            max_batch_size=len(idx), beam_size=K, length_penalty=0.0 if gnmt else o.length_penalty,
-            num_hypotheses=K, return_scores=True, return_end_token=True,
-            max_decoding_length=limit, min_decoding_length=0, max_input_length=0, asynchronous=True)
-    # ours ends a hypothesis at its cap in EOS (chapter 14's `force_end`): the tokens before it are
-    # the first cap - 1, where CTranslate2 stops. A batch runs to its smallest cap; a sentence whose
-    # search reached that limit while its own cap lies further is decoded again, alone, to its own.
-    first = lambda idx: submit(idx, max(min(caps[k] for k in idx) - 1, 1))
+    call = lambda idx, limit: _submit(translator, src_itos, sources, idx, limit, o.beams,
+                                      0.0 if penalty == "gnmt" else o.length_penalty)
+    first = lambda idx: call(idx, max(min(caps[k] for k in idx) - 1, 1))     # the smallest cap's
     pending = collections.deque(first(b) for b in itertools.islice(todo, 2 * translator.num_translators))
     while pending:
         idx, limit, res = pending.popleft()
         if (b := next(todo, None)) is not None: pending.append(first(b))
         res = [r.result() for r in res]
-        for j, (k, r) in enumerate(zip(idx, res)):
+        for j, (k, r) in enumerate(zip(idx, res)):   # the limit cut a search short of its own cap
             if caps[k] - 1 > limit and any(h[-1:] != ["</s>"] for h in r.hypotheses):
-                res[j] = submit([k], caps[k] - 1)[2][0].result()
-        ranked = [_ranked([[stoi[t] for t in h] for h in r.hypotheses], r.scores, o.length_penalty,
-                          penalty) for r in res]
-        yield idx, ([[(s, sentence_ids(h)) for s, h in r[:o.n_best]] for r in ranked] if o.n_best
-                    else [sentence_ids(r[0][1]) for r in ranked])
+                res[j] = call([k], caps[k] - 1)[2][0].result()
+        yield idx, [_hypotheses(r, stoi, o, penalty) for r in res]
 
 # %% ../nbs/34_ctranslate2_export.ipynb #c61c3a73
 def decode_ctranslate2(

@@ -511,6 +511,22 @@ def prune_checkpoints(ckpt_dir, save_every: int, keep: int, # as `averageable`; 
     for p in stale + kept[:-keep]: p.unlink(missing_ok=True)
     return kept[-keep:]
 
+# %% ../nbs/16_multi30k.ipynb #9019a1c9
+def _say_plan(run: Multi30kRun, model, updates_per_epoch: int, total: int, ctx, precision: str, log):
+    "The run's first lines: the model, the data, the updates, the machine; bf16's offer where native."
+    log(f"training {run.recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) "
+        f"{run.src}→{run.tgt} on {run.n_train} pairs, {updates_per_epoch} updates per epoch, "
+        f"up to {total} updates, on {hardware_summary(ctx.device)}")
+    if precision == "fp32" and torch.device(ctx.device).type == "cpu" and bf16_native():
+        log("this CPU computes bf16 natively: precision bf16 (--precision bf16) trains faster here, "
+            "approximately (chapter 16, 'Why these choices'); the recipe stays fp32")
+
+def _checkpoint_extra(run: Multi30kRun) -> dict:
+    "What each checkpoint of the run records beside the weights: task, recipe, seed, direction, vocab, data."
+    return {"task": "multi30k", "recipe_name": run.recipe_name, "seed": run.seed,
+            "max_train_pairs": run.max_train_pairs, "src": run.src, "tgt": run.tgt,
+            "recipe": run.recipe.to_dict(), "vocab": run.codec.to_dict(), "data": run.corpus.to_dict()}
+
 # %% ../nbs/16_multi30k.ipynb #f80e380e
 def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_parts`; the session
             options: RunOptions,                  # its max_steps, epochs, precision and progress
@@ -520,21 +536,13 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
     recipe, ckpt_dir, keep = run.recipe, run.ckpt_dir, max(run.recipe.average, 1)
     o = options
     n_epochs, updates_per_epoch, total = run_length(len(loader), recipe, o.max_steps, o.epochs)
-    if ctx.is_main:
-        log(f"training {recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) "
-            f"{run.src}→{run.tgt} on {run.n_train} pairs, {updates_per_epoch} updates per epoch, "
-            f"up to {total} updates, on {hardware_summary(ctx.device)}")
-        if o.precision == "fp32" and torch.device(ctx.device).type == "cpu" and bf16_native():
-            log("this CPU computes bf16 natively: precision bf16 (--precision bf16) trains faster here, "
-                "approximately (chapter 16, 'Why these choices'); the recipe stays fp32")
+    if ctx.is_main: _say_plan(run, model, updates_per_epoch, total, ctx, o.precision, log)
     def on_step(state):
         if history is not None: history.update(state, state.step - 1)  # the rows before are final
         if ctx.is_main and (state.step - 1) % recipe.save_every == 0:
             prune_checkpoints(ckpt_dir, recipe.save_every, keep)
         if board is not None: log_to_tensorboard(board, state)
-    extra = {"task": "multi30k", "recipe_name": run.recipe_name, "seed": run.seed,
-             "max_train_pairs": run.max_train_pairs, "src": run.src, "tgt": run.tgt,
-             "recipe": recipe.to_dict(), "vocab": run.codec.to_dict(), "data": run.corpus.to_dict()}
+    extra = _checkpoint_extra(run)
     if ctx.is_main:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         vocab_json = json.dumps(run.codec.to_dict(), ensure_ascii=False)

@@ -519,6 +519,29 @@ def _bench_sizes(quick: bool, device) -> tuple[torch.device, dict]:
         s["decode"]["steps"] = (16, 32, 64, 128)
     return device, s
 
+# %% ../nbs/19_performance.ipynb #3e3e0113
+def _measure_all(shape: BenchShape, s: dict, skip: str|None, say) -> dict: # s: `BENCH_SIZES`' entry
+    "Every measurement of `run_benchmarks`, in order, each announced through `say`."
+    train, b16 = {}, {}
+    for p in s["presets"]:
+        say(f"training throughput, {p}: ours vs nn.Transformer")
+        train[p] = training_throughput(replace(shape, preset=p), s["repeats"], s["probe_n"])
+        if skip: continue
+        say(f"bf16 autocast vs fp32, {p}")
+        b16[p] = bf16_speedup(replace(shape, preset=p), s["repeats"], s["probe_n"])
+    say("levers, one at a time (small)")
+    levers = lever_speedups(replace(shape, preset="small"), s["repeats"])
+    say("greedy decoding, cached vs uncached")
+    d = s["decode"]
+    dshape = replace(shape, preset=d["preset"], batch_size=d["batch_size"], src_len=d["src_len"])
+    dec = decode_speedup(dshape, d["steps"], d["repeats"])
+    say("§4 scaling: self-attention vs LSTM")
+    scaling = attention_scaling(**s["scaling"], device=shape.device)
+    say("peak memory per preset")
+    mem = peak_memory(s["memory_presets"], shape.batch_size, shape.src_len, shape.tgt_len,
+                      shape.vocab_size, shape.device, **s["overrides"])
+    return dict(train=train, b16=b16, levers=levers, dec=dec, scaling=scaling, mem=mem)
+
 # %% ../nbs/19_performance.ipynb #26439026
 def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few seconds, numbers meaningless
                    device=None,        # "cpu", "cuda", …; default cuda if available
@@ -536,28 +559,10 @@ def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few secon
     skip = (None if bf16 else "not requested (bf16=False)" if bf16 is False
             else bf16_skip_reason(device))
     if skip: say(f"bf16 section skipped: {skip}")
-    train, b16 = {}, {}
-    for p in s["presets"]:
-        say(f"training throughput, {p}: ours vs nn.Transformer")
-        train[p] = training_throughput(replace(shape, preset=p), s["repeats"], s["probe_n"])
-        if skip: continue
-        say(f"bf16 autocast vs fp32, {p}")
-        b16[p] = bf16_speedup(replace(shape, preset=p), s["repeats"], s["probe_n"])
-    say("levers, one at a time (small)")
-    levers = lever_speedups(replace(shape, preset="small"), s["repeats"])
-    say("greedy decoding, cached vs uncached")
-    d = s["decode"]
-    dshape = replace(shape, preset=d["preset"], batch_size=d["batch_size"], src_len=d["src_len"])
-    dec = decode_speedup(dshape, d["steps"], d["repeats"])
-    say("§4 scaling: self-attention vs LSTM")
-    scaling = attention_scaling(**s["scaling"], device=device)
-    say("peak memory per preset")
-    mem = peak_memory(s["memory_presets"], shape.batch_size, shape.src_len, shape.tgt_len,
-                      shape.vocab_size, device, **s["overrides"])
+    measured = _measure_all(shape, s, skip, say)
     call = command or f"run_benchmarks(quick={quick!r}, device={str(device)!r}, bf16={bf16!r})"
     res = {**machine_record(call, device),     # command, date, hardware (vendor, capability, …)
-           **_bench_result(quick, device, s, skip, dict(train=train, b16=b16, levers=levers, dec=dec,
-                                                         scaling=scaling, mem=mem))}
+           **_bench_result(quick, device, s, skip, measured)}
     res["seconds"] = time.perf_counter() - t0
     say("done")
     return res
