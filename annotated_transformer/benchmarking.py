@@ -1,4 +1,4 @@
-"""Appendix — how the book times translation: decoders run in turn after a warm-up, three engines on the same weights (ours, CTranslate2, ONNX Runtime), and the record of the machine each result names.
+"""Appendix — the two halves of `annotated-transformer bench`: the training benchmarks behind chapters 19 and 24 (`run_benchmarks`, its report and figures), and translation timed engine against engine on the same weights (ours, CTranslate2, ONNX Runtime, JoeyNMT), each result with the record of its machine.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/benchmarking.html.md"""
 
@@ -6,19 +6,24 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/benchmarking
 
 # %% ../nbs/94_benchmarking.ipynb #08e32ca0
 from __future__ import annotations
-import copy, importlib.metadata, itertools, os, platform, statistics, tempfile, time
-from dataclasses import dataclass
+import copy, importlib.metadata, itertools, json, os, platform, statistics, tempfile, textwrap, time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from functools import partial
 from typing import Sequence
 import torch
 from .model import Transformer
-from .runtime import bf16_native, hardware_summary, interleaved_times
+from .runtime import bf16_native, bf16_slowdown, hardware_summary, interleaved_times
+from .why_self_attention import plot_scaling
+from .performance import BENCH_VOCAB, attention_scaling
+from .speed_levers import (BenchShape, training_throughput, bf16_speedup,
+                                                bf16_skip_reason, lever_speedups, decode_speedup,
+                                                peak_memory)
 from .data import load_split
 from .decoding import SearchOptions, beam_search
-from .fast_decoding import decode_corpus, fast_beam_search, SearchLevers
+from .fast_decoding import fast_beam_search, SearchLevers
 from .fast_model import make_fast, ModelLevers, pack_linears
-from .evaluation import encode_sources, corpus_bleu
+from .evaluation import encode_sources, corpus_bleu, decode_corpus
 from .ctranslate2_export import (resolve_translator, export_ctranslate2,
                                                       load_ctranslate2, decode_ctranslate2)
 from .onnx_export import export_onnx, OnnxTranslator, OnnxModel
@@ -26,9 +31,12 @@ from annotated_transformer.engines import (Engine, EngineOptions, model_engine, 
     translate_lines)
 
 # %% auto #0
-__all__ = ['DECODING_LEVERS', 'cpu_vendor', 'machine_record', 'timed_runs', 'with_threads', 'bleu_tokens', 'ours_engine',
-           'ctranslate2_engine', 'onnx_engine', 'engine_table', 'command_line_rows', 'latency_engines', 'latency',
-           'lever_table', 'bench_inputs', 'TranslationBench', 'bench_translation', 'bench_table']
+__all__ = ['DECODING_LEVERS', 'STORED_BENCH_RUNS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'TRAIN_STEP', 'cpu_vendor',
+           'machine_record', 'timed_runs', 'with_threads', 'bleu_tokens', 'ours_engine', 'ctranslate2_engine',
+           'onnx_engine', 'engine_table', 'command_line_rows', 'latency_engines', 'latency', 'lever_table',
+           'bench_inputs', 'TranslationBench', 'bench_translation', 'bench_table', 'stored_result', 'result_machine',
+           'result_provenance', 'markdown_table', 'ratio_text', 'run_benchmarks', 'bench_machine', 'format_report',
+           'plot_bench']
 
 # %% ../nbs/94_benchmarking.ipynb #a129fbdd
 def cpu_vendor(cpu: str, # a CPU's model name, as `hardware_summary` gives it
@@ -80,15 +88,16 @@ def bleu_tokens(codec,                   # the model's codec: detokenizes the id
     return corpus_bleu([codec.decode_tgt(h) for h in hyps], refs).score, sum(map(len, hyps))
 
 # %% ../nbs/94_benchmarking.ipynb #ae0a2bec
-def ours_engine(model: Transformer,    # eval mode, as it should run (packed, int8, bf16: yours)
+def ours_engine(model: Transformer,    # eval, its fast twins (`make_fast`); packed, int8, bf16: yours
                 ids: list[list[int]],  # source ids, <s> … </s>
                 search: dict,          # `decode_corpus`'s options, batch_size
                 threads: int=1,        # intra-op threads (with workers > 1: one each)
-                workers: int=1,        # worker processes, a batch each (chapter 14)
+                workers: int=1,        # worker processes, a batch each (chapter 15)
                ):                      # a decoder: () -> hypotheses
-    "Our `decode_corpus` on `threads` threads, or on `workers` workers of one thread each."
-    if workers > 1: return lambda: decode_corpus(model, ids, workers=workers, **search)
-    return with_threads(threads, lambda: decode_corpus(model, ids, **search))
+    "`decode_corpus` with `fast_beam_search`, on `threads` threads or `workers` of one thread each."
+    run = dict(search, search=fast_beam_search)      # the caller's options, the fast search
+    if workers > 1: return lambda: decode_corpus(model, ids, workers=workers, **run)
+    return with_threads(threads, lambda: decode_corpus(model, ids, **run))
 
 def ctranslate2_engine(folder,                # written by `export_ctranslate2`
                        codec,                 # the model's codec
@@ -110,9 +119,9 @@ def onnx_engine(folder,                # written by `export_onnx`
                 search: dict,          # `decode_corpus`'s options, batch_size
                 threads: int=1,        # ONNX Runtime's intra-op threads
                ):                      # a decoder: () -> hypotheses
-    "ONNX Runtime (float32, CPU) behind `OnnxModel`, searched by our `decode_corpus`."
+    "ONNX Runtime (float32, CPU) behind `OnnxModel`, searched by our `fast_beam_search`."
     m = OnnxModel(OnnxTranslator(folder, threads=threads), config)
-    return with_threads(threads, lambda: decode_corpus(m, ids, **search))
+    return with_threads(threads, lambda: decode_corpus(m, ids, search=fast_beam_search, **search))
 
 # %% ../nbs/94_benchmarking.ipynb #d66abcac
 def engine_table(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
@@ -124,9 +133,10 @@ def engine_table(model: Transformer, codec,  # the benchmarked model (float32, e
                  int8_ours: bool=True,       # also ours with int8 linear layers (`quantize_int8`)
                 ) -> dict:                   # name -> (description, decoder)
     "Every configuration: ours, CTranslate2 float32 and int8, ONNX Runtime; t threads or t workers."
-    ours = {"float32": pack_linears(model)}
-    if int8_ours: ours["int8"] = quantize_int8(model)
-    if bf16_native(): ours["bfloat16"] = pack_linears(model, torch.bfloat16)
+    # as the command line runs ours: copies, packed (or int8), on their fast twins (chapter 22)
+    ours = {"float32": make_fast(pack_linears(model))}
+    if int8_ours: ours["int8"] = make_fast(quantize_int8(model))
+    if bf16_native(): ours["bfloat16"] = make_fast(pack_linears(model, torch.bfloat16))
     short = {"float32": "fp32", "int8": "int8", "bfloat16": "bf16"}
     ct2 = lambda c, t, w: ctranslate2_engine(ct2_dir, codec, ids, search, model.config.max_len,
                                              c, threads=t, workers=w)
@@ -211,7 +221,7 @@ DECODING_LEVERS = ("sorted batches", "fast_beam_search (all below)", "one beam a
                    "int8 linear layers")
 
 def _lever_off(name: str) -> dict:
-    "The `decode_corpus` keywords that switch one exact lever of chapter 14 off (same ids)."
+    "The `decode_corpus` keywords that switch one exact lever of chapter 23 off (same ids)."
     off = lambda **kw: dict(search=partial(fast_beam_search, levers=SearchLevers(**kw)))
     return {"sorted batches": dict(sort=False), "fast_beam_search (all below)": dict(search=beam_search),
             "one beam at step 1": off(one_beam_start=False),
@@ -227,15 +237,17 @@ def lever_table(model: Transformer, codec,  # the benchmarked model (float32, ev
                 repeats: int,               # timed runs of each side, in turn
                ) -> list[dict]:             # a row per lever of `DECODING_LEVERS`
     "Each lever on (the rest on too) vs off, one thread, in turn: speed-up, same ids, BLEU."
-    q, packed, rows = quantize_int8(model), pack_linears(model), []
-    on = lambda: decode_corpus(packed, ids, **search)
+    # ours as the command line runs it: packed, on its fast twins, searched by `fast_beam_search`
+    q, packed, rows = make_fast(quantize_int8(model)), make_fast(pack_linears(model)), []
+    unpacked, run = make_fast(copy.deepcopy(model)), dict(search, search=fast_beam_search)
+    on = lambda: decode_corpus(packed, ids, **run)
     for name in DECODING_LEVERS:
-        if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **search), on
-        elif name.startswith("packed"): a, b = on, lambda: decode_corpus(model, ids, **search)
+        if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **run), on
+        elif name.startswith("packed"): a, b = on, lambda: decode_corpus(unpacked, ids, **run)
         elif name.startswith("single-query"):
             one = make_fast(copy.deepcopy(packed), ModelLevers(single_query=False))  # the fused kernel
-            a, b = on, lambda f=one: decode_corpus(f, ids, **search)
-        else: a, b = on, lambda name=name: decode_corpus(packed, ids, **search, **_lever_off(name))
+            a, b = on, lambda f=one: decode_corpus(f, ids, **run)
+        else: a, b = on, lambda name=name: decode_corpus(packed, ids, **{**run, **_lever_off(name)})
         r = timed_runs({"on": with_threads(1, a), "off": with_threads(1, b)}, repeats)
         (ton, _, hon), (toff, _, hoff) = r["on"], r["off"]
         rows.append({"lever": name, "exact": name != "int8 linear layers",
@@ -423,3 +435,345 @@ def bench_table(result: dict, # from `bench_translation` (or its JSON)
               f"{r['speedup']:.2f}× | {r['identical']}/{r['sentences']} "
               f"| {r['bleu_on']:.2f} / {r['bleu_off']:.2f} |" for r in result["levers"]]
     return "\n".join(L + ["", f"`{result['command']}`"])
+
+# %% ../nbs/94_benchmarking.ipynb #4212e788
+STORED_BENCH_RUNS = ("bench_json_avx512_run1.json", "bench_cpu.json", "bench_json_avx512_run3.json",
+                     "bench_json_avx512_run4.json", "bench_json_avx2_run5.json",
+                     "bench_json_amx_run6.json")
+
+def stored_result(name: str,  # a file of nbs/results/, e.g. "bench_json_avx2_run5.json"
+                 ) -> dict:
+    "A stored result by file name, from nbs/results (or nbs/, where `bench_cpu.json` lives)."
+    folder = next(p for p in (Path("results"), Path("nbs/results")) if p.is_dir())  # nbs/ or the root
+    p = folder / name
+    return json.loads((p if p.exists() else folder.parent / name).read_text())
+
+def result_machine(r: dict) -> str:
+    "The CPU (its vendor where the file names it), PyTorch's CPU capability, bf16, as recorded."
+    hw = r.get("hardware") or r.get("machine")
+    if isinstance(hw, str): return hw                                   # a file that kept one line
+    if hw:
+        n = hw.get("torch_threads")
+        return (f"{hw['cpu'] or 'CPU'}, {hw['capability']}, bf16 {hw['bf16']}"
+                + (f", {n} thread{'s' * (n != 1)}" if n else ""))
+    return f"{r['cpu']}, {r['cpu_capability']}, bf16 {r['bf16']}, {r['cpu_count']} cores"
+
+def result_provenance(r: dict) -> list[str]:
+    "Rows for a table: machine, date, command (what the file does not record says so)."
+    cmd = r.get("command") or r.get("how")
+    return [result_machine(r), r.get("date", "not recorded"), f"`{cmd}`" if cmd else "not recorded"]
+
+def markdown_table(head: list[str], rows: list[list]) -> str:
+    "A Markdown table: a header, then rows (the first column left-aligned, the rest right-aligned)."
+    return "\n".join(["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+                     + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+def ratio_text(v: float|None, f: str=".2f") -> str:  # "1.23×", or "–" where nothing was measured
+    return "–" if v is None else f"{v:{f}}×"
+
+# %% ../nbs/94_benchmarking.ipynb #13bfe6fb
+BENCH_SIZES = {
+    "full": dict(presets=("small", "base"), batch_size=32, src_len=32, tgt_len=32,
+                 vocab_size=BENCH_VOCAB, repeats=4, probe_n=2048, overrides={},
+                 memory_presets=("tiny", "small", "base"),
+                 # steps: 128 on a GPU only
+                 decode=dict(preset="small", steps=(16, 32, 64), batch_size=64, src_len=32,
+                             repeats=2),
+                 scaling=dict(ns=(16, 32, 64, 128, 256, 512, 1024), d=256,
+                              ds=(64, 128, 256, 512, 1024), n=128, batch_size=4, repeats=3)),
+    "quick": dict(presets=("small", "base"), batch_size=4, src_len=8, tgt_len=8, vocab_size=256,
+                  repeats=2, probe_n=256, overrides=dict(n_layers=1),
+                  memory_presets=("tiny", "small", "base"),
+                  decode=dict(preset="tiny", steps=(16, 32, 64, 128), batch_size=8, src_len=8,
+                              repeats=1),
+                  scaling=dict(ns=(8, 16, 32), d=32, ds=(16, 32, 64), n=16, batch_size=2,
+                               repeats=1)),
+}
+TARGETS = {"train_speedup_vs_nn_transformer": 1.25, "greedy_cached_speedup@64": 6.0,
+           "bf16_speedup": 1.5}
+RATIO_KEYS = ("train_speedup_vs_nn_transformer", "fraction_of_matmul_peak", "greedy_cached_speedup",
+              "bf16_speedup", "bf16_matmul_speedup", "peak_memory_ratio", "lever_speedups",
+              "attention_scaling")
+
+# %% ../nbs/94_benchmarking.ipynb #0eaa3965
+def _bench_sizes(quick: bool, device) -> tuple[torch.device, dict]:
+    "The device (default: cuda if available) and its `BENCH_SIZES` (a GPU's full run: larger batches, `big`)."
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device} requested but CUDA is not available")
+    s = copy.deepcopy(BENCH_SIZES["quick" if quick else "full"])
+    if device.type == "cuda" and not quick:
+        s.update(batch_size=128, probe_n=8192, memory_presets=("tiny", "small", "base", "big"))
+        s["decode"]["steps"] = (16, 32, 64, 128)
+    return device, s
+
+# %% ../nbs/94_benchmarking.ipynb #3e3e0113
+def _measure_all(shape: BenchShape, s: dict, skip: str|None, say) -> dict: # s: `BENCH_SIZES`' entry
+    "Every measurement of `run_benchmarks`, in order, each announced through `say`."
+    train, b16 = {}, {}
+    for p in s["presets"]:
+        say(f"training throughput, {p}: ours vs nn.Transformer")
+        train[p] = training_throughput(replace(shape, preset=p), s["repeats"], s["probe_n"])
+        if skip: continue
+        say(f"bf16 autocast vs fp32, {p}")
+        b16[p] = bf16_speedup(replace(shape, preset=p), s["repeats"], s["probe_n"])
+    say("levers, one at a time (small)")
+    levers = lever_speedups(replace(shape, preset="small"), s["repeats"])
+    say("greedy decoding, cached vs uncached")
+    d = s["decode"]
+    dshape = replace(shape, preset=d["preset"], batch_size=d["batch_size"], src_len=d["src_len"])
+    dec = decode_speedup(dshape, d["steps"], d["repeats"])
+    say("§4 scaling: self-attention vs LSTM")
+    scaling = attention_scaling(**s["scaling"], device=shape.device)
+    say("peak memory per preset")
+    mem = peak_memory(s["memory_presets"], shape.batch_size, shape.src_len, shape.tgt_len,
+                      shape.vocab_size, shape.device, **s["overrides"])
+    return dict(train=train, b16=b16, levers=levers, dec=dec, scaling=scaling, mem=mem)
+
+# %% ../nbs/94_benchmarking.ipynb #04cd18a8
+TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused_loss), Adam; "
+              "reference: nn.Transformer through the same TrainStep with "
+              "F.cross_entropy(label_smoothing=0.1) over every position")
+
+def _bench_result(quick, device, s, skip,
+                  measured: dict, # train, b16, levers, dec, scaling, mem: as measured
+                 ) -> dict:
+    "The measurements of `run_benchmarks` as one plain-JSON result: ratios, targets met, details."
+    train, b16, levers, dec, scaling, mem = (measured[k] for k in ("train", "b16", "levers", "dec",
+                                                                  "scaling", "mem"))
+    res = dict(
+        quick=quick, targets=TARGETS,
+        train_step=TRAIN_STEP,
+        train_speedup_vs_nn_transformer={p: r["speedup"] for p, r in train.items()},
+        fraction_of_matmul_peak={p: r["fraction_of_peak"] for p, r in train.items()},
+        greedy_cached_speedup={str(k): v for k, v in dec["speedup"].items()},
+        bf16_speedup=None if skip else {p: r["speedup"] for p, r in b16.items()},
+        bf16_matmul_speedup=None if skip else {p: r["matmul_speedup"] for p, r in b16.items()},
+        bf16_skipped=skip and dict(
+            reason=skip, measured_slowdown=bf16_slowdown() if device.type == "cpu" else None),
+        peak_memory_ratio={p: m["torch"] / m["ours"] if m["ours"] else None
+                           for p, m in mem.items()},
+        lever_speedups=levers,
+        attention_scaling={k: v for k, v in scaling.items() if not k.startswith("rows")},
+        details=dict(train=train, bf16=b16,
+                     decode_seconds={str(k): v for k, v in dec["seconds"].items()},
+                     peak_memory_mb={p: {k: v / 2**20 if v else None for k, v in m.items()}
+                                     for p, m in mem.items()},
+                     scaling_rows_n=scaling["rows_n"], scaling_rows_d=scaling["rows_d"], sizes=s))
+    g64 = res["greedy_cached_speedup"].get("64")
+    res["meets_targets"] = {
+        **{f"train_speedup_vs_nn_transformer[{p}]": r >= TARGETS["train_speedup_vs_nn_transformer"]
+           for p, r in res["train_speedup_vs_nn_transformer"].items()},
+        "greedy_cached_speedup[64]": g64 is not None and g64 >= TARGETS["greedy_cached_speedup@64"],
+        **{f"bf16_speedup[{p}]": r >= TARGETS["bf16_speedup"]
+           for p, r in (res["bf16_speedup"] or {}).items()}}
+    return res
+
+# %% ../nbs/94_benchmarking.ipynb #26439026
+def run_benchmarks(quick: bool=False,  # tiny sizes: a smoke test of a few seconds, numbers meaningless
+                   device=None,        # "cpu", "cuda", …; default cuda if available
+                   log=None,           # callable taking a progress message (e.g. print to stderr)
+                   # None: time bf16 where it is native (or on a GPU), skip it where emulated; True/False:
+                   bf16: bool|None=None,  # always/never
+                   command: str|None=None,  # the command line to record (default: this call)
+                  ) -> dict:  # every ratio (RATIO_KEYS), details, targets, `hardware`, `bf16_skipped`
+    "Run every training benchmark: ratios, each measured in this run against its reference."
+    device, s = _bench_sizes(quick, device)
+    log, t0 = log or (lambda msg: None), time.perf_counter()
+    say = lambda msg: log(f"bench [{time.perf_counter() - t0:6.1f}s] {msg}")
+    shape = BenchShape(batch_size=s["batch_size"], src_len=s["src_len"], tgt_len=s["tgt_len"],
+                       vocab_size=s["vocab_size"], device=device, overrides=s["overrides"])
+    skip = (None if bf16 else "not requested (bf16=False)" if bf16 is False
+            else bf16_skip_reason(device))
+    if skip: say(f"bf16 section skipped: {skip}")
+    measured = _measure_all(shape, s, skip, say)
+    call = command or f"run_benchmarks(quick={quick!r}, device={str(device)!r}, bf16={bf16!r})"
+    res = {**machine_record(call, device),     # command, date, hardware (vendor, capability, …)
+           **_bench_result(quick, device, s, skip, measured)}
+    res["seconds"] = time.perf_counter() - t0
+    say("done")
+    return res
+
+# %% ../nbs/94_benchmarking.ipynb #c5280f0c
+def bench_machine(res: dict) -> str:
+    "Where a bench result was measured, in one line: CPU (or GPU), capability, bf16, threads."
+    # results stored before `hardware_summary`: `hardware` + `cpu`
+    hw, c = res["hardware"], res.get("cpu") or {}
+    flags = hw.get("cpu_flags") or {}
+    bf16 = (hw.get("bf16") or c.get("bf16")
+            or ("native" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "emulated"))
+    cpu = (f"{hw['cpu'] or 'CPU'}, "
+           f"{hw.get('capability') or c.get('capability') or hw['cpu_capability']}, bf16 {bf16}")
+    n = hw.get("torch_threads", hw.get("threads"))
+    return f"{hw['gpu']} (host: {cpu})" if hw.get("gpu") else f"{cpu}, {n} thread{'s' * (n != 1)}"
+
+
+# %% ../nbs/94_benchmarking.ipynb #65fb35dc
+def _judge(res: dict, check: bool):
+    "`format_report`'s words for a target: nothing unless `check`, else met, missed, or not judged."
+    def judge(met: bool, target) -> str:
+        if not check: return ""
+        word = "not judged in --quick" if res["quick"] else ("meets" if met else "MISSES")
+        return f" (target ≥ {target}: {word})"
+    return judge
+
+def _bf16_lines(res: dict, judge) -> list[str]:
+    "`format_report`'s bf16 lines: skipped and why, or each preset's ratios (`judge` words a target)."
+    if res.get("bf16_skipped"): return [f"bf16 autocast: skipped: {res['bf16_skipped']['reason']}"]
+    t = res["targets"]["bf16_speedup"]
+    return [f"bf16 autocast, {p}: {r:.2f}× fp32{judge(r >= t, t)}; "
+            "with the fused attention kernel "
+            f"{res['details']['bf16'][p]['speedup_fused_attention']:.2f}×; "
+            f"a bare matmul {res['bf16_matmul_speedup'][p]:.2f}×; ours "
+            f"{res['details']['bf16'][p]['speedup_vs_nn_transformer']:.2f}× nn.Transformer, both bf16"
+            for p, r in (res["bf16_speedup"] or {}).items()]
+
+# %% ../nbs/94_benchmarking.ipynb #40c8c64b
+def format_report(res: dict,          # a `run_benchmarks` result (or the JSON of `bench --json`)
+                  check: bool=False,  # also judge each figure against `TARGETS`, the project's own
+                 ) -> str:
+    "The ratios of a `run_benchmarks` result against their references, as readable lines."
+    hw, t, judge = res["hardware"], res["targets"], _judge(res, check)
+    lines = [f"annotated-transformer bench{' --quick' if res['quick'] else ''} "
+             f"on {bench_machine(res)} (torch {hw['torch']}), {res['seconds']:.0f} s"]
+    if res["quick"]: lines.append("  (--quick: tiny sizes, a smoke test; the numbers mean nothing)")
+    tt = t["train_speedup_vs_nn_transformer"]
+    for p, r in res["train_speedup_vs_nn_transformer"].items():
+        f = res["fraction_of_matmul_peak"][p]
+        lines.append(f"training, {p}: ours {r:.2f}× nn.Transformer's tokens/s{judge(r >= tt, tt)}; "
+                     f"{100 * f['ours']:.0f}% vs {100 * f['nn.Transformer']:.0f}% "
+                     "of the fp32 matmul peak")
+    lines += _bf16_lines(res, judge)
+    g = res["greedy_cached_speedup"]
+    lines.append("greedy decoding, cached / uncached: "
+                 + ", ".join(f"{k} steps {v:.1f}×" for k, v in g.items())
+                 + judge(res["meets_targets"]["greedy_cached_speedup[64]"],
+                         f"{t['greedy_cached_speedup@64']} at 64"))
+    mb = res["details"]["peak_memory_mb"]
+    lines.append("peak memory of a training step, nn.Transformer / ours: " + ", ".join(
+        f"{p} {r:.2f}× ({mb[p]['ours']:.0f} MB ours)" if r else f"{p} not measurable here"
+        for p, r in res["peak_memory_ratio"].items()))
+    levers = ", ".join(f"{k} {v:.2f}×" for k, v in res["lever_speedups"].items())
+    lines.append("levers (step time without / with): " + levers)
+    sc = res["attention_scaling"]
+    lines.append("§4: time ∝ n^"
+                 + ", n^".join(f"{v:.2f} ({k})" for k, v in sc["exponent_n"].items())
+                 + "; ∝ d^" + ", d^".join(f"{v:.2f} ({k})" for k, v in sc["exponent_d"].items()))
+    return "\n".join(lines)
+
+# %% ../nbs/94_benchmarking.ipynb #9320e772
+def _bar_helper(ax):
+    "`bars(values, labels, target, ylabel)`: a bar chart of ratios on `ax`, 1× and target marked."
+    def bars(values, labels, target=None, ylabel="speed-up (×)", fmt="{:.2f}×"):
+        b = ax.bar(range(len(values)), values, color="C0", width=0.6)
+        ax.bar_label(b, [fmt.format(v) for v in values])
+        ax.set_xticks(range(len(values)), labels)
+        ax.axhline(1, color="gray", lw=0.8)
+        if target:
+            ax.axhline(target, color="C3", ls="--", label=f"target {target}×")
+            ax.legend(loc="lower right")
+        ax.set_ylim(0, 1.25 * max(values + [target or 0]))
+        ax.set_ylabel(ylabel)
+    return bars
+
+def _fig_training(res, t, ax, bars):
+    r = res["train_speedup_vs_nn_transformer"]
+    bars(list(r.values()), [f"{p} preset" for p in r], t["train_speedup_vs_nn_transformer"],
+         "tokens/s, ours ÷ nn.Transformer")
+    ax.set_title("Training step (fwd, loss, bwd, Adam): ours vs nn.Transformer")
+
+def _fig_peak(res, t, ax, bars):
+    f = res["fraction_of_matmul_peak"]
+    for i, name in enumerate(["ours", "nn.Transformer"]):
+        b = ax.bar([j + 0.4 * i for j in range(len(f))], [100 * f[p][name] for p in f], 0.4,
+                   label=name, color=f"C{i}")
+        ax.bar_label(b, [f"{100 * f[p][name]:.0f}%" for p in f])
+    ax.set_xticks([j + 0.2 for j in range(len(f))], [f"{p} preset" for p in f])
+    ax.legend(loc="lower right")
+    ax.set_ylim(0, 1.25 * max(100 * v for p in f for v in f[p].values()))
+    ax.set_ylabel("% of the measured fp32 matmul peak")
+    ax.set_title("Achieved GFLOP/s as a share of the machine's peak")
+
+def _fig_levers(res, t, ax, bars):
+    r = res["lever_speedups"]
+    bars(list(r.values()), [textwrap.fill(k, 13) for k in r],
+         ylabel="step time without ÷ with the lever")
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title("Each lever switched off alone (small preset)")
+
+
+# %% ../nbs/94_benchmarking.ipynb #3789e66b
+def _fig_decoding(res, t, ax, bars):
+    g = res["greedy_cached_speedup"]
+    ax.plot([int(k) for k in g], list(g.values()), "o-", label="measured")
+    for k, v in g.items():
+        ax.annotate(f"{v:.1f}×", (int(k), v), textcoords="offset points", xytext=(0, 6),
+                    ha="center")
+    target = t["greedy_cached_speedup@64"]
+    ax.axhline(target, color="C3", ls="--", label=f"target {target}× at 64")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([int(k) for k in g], list(g))
+    ax.legend()
+    ax.set_xlabel("output tokens per sentence (batch of 64)")
+    ax.set_ylabel("time uncached ÷ cached")
+    ax.set_title("Greedy decoding: the key/value cache")
+
+def _fig_bf16_skipped(res, t, ax, bars):
+    ax.text(0.5, 0.5, textwrap.fill(f"Not measured: {res['bf16_skipped']['reason']}", 60),
+            ha="center", va="center", transform=ax.transAxes, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title("bf16 autocast vs fp32 (ours): skipped")
+
+def _fig_bf16(res, t, ax, bars):
+    r, m = res["bf16_speedup"], res["bf16_matmul_speedup"]
+    for i, (name, v) in enumerate([("training step", r), ("bare 2048² matmul", m)]):
+        b = ax.bar([j + 0.4 * i for j in range(len(v))], list(v.values()), 0.4, label=name,
+                   color=f"C{i}")
+        ax.bar_label(b, [f"{x:.2f}×" for x in v.values()])
+    ax.set_xticks([j + 0.2 for j in range(len(r))], [f"{p} preset" for p in r])
+    ax.axhline(1, color="gray", lw=0.8)
+    ax.axhline(t["bf16_speedup"], color="C3", ls="--", label=f"target {t['bf16_speedup']}×")
+    ax.set_ylim(0, 1.35 * max([*r.values(), *m.values()]))
+    ax.legend(loc="upper left", ncol=3, fontsize=8)
+    ax.set_ylabel("time fp32 ÷ time bf16 autocast")
+    ax.set_title("bf16 autocast vs fp32 (ours)")
+
+
+# %% ../nbs/94_benchmarking.ipynb #517a9ee9
+def _fig_memory(res, t, ax, bars):
+    mb = res["details"]["peak_memory_mb"]
+    ps = [p for p in mb if mb[p]["ours"]]
+    for i, name in enumerate(["ours", "torch"]):
+        b = ax.bar([j + 0.4 * i for j in range(len(ps))], [mb[p][name] for p in ps], 0.4,
+                   color=f"C{i}", label="ours" if name == "ours" else "nn.Transformer")
+        ax.bar_label(b, [f"{mb[p][name]:.0f}" for p in ps], fontsize=8)
+    ax.set_xticks([j + 0.2 for j in range(len(ps))], [f"{p} preset" for p in ps])
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_ylabel("peak memory of a training step (MB, log scale)")
+    ax.set_title("Peak memory per preset (same batch)")
+
+def _fig_scaling(res, t, ax, bars):
+    plot_scaling(res["details"]["scaling_rows_n"], "n", ax=ax)
+
+_FIGURES = {"training": _fig_training, "peak": _fig_peak, "levers": _fig_levers,
+            "decoding": _fig_decoding, "bf16": _fig_bf16, "memory": _fig_memory,
+            "scaling": _fig_scaling}
+
+
+# %% ../nbs/94_benchmarking.ipynb #888e4b2a
+def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench --json` printed)
+               # "training", "peak", "levers", "decoding", "bf16", "memory" or "scaling"
+               which: str,
+               ax=None,
+              ):
+    "One figure of a benchmark result: ratios against their reference, targets, the machine."
+    import matplotlib.pyplot as plt
+    if which not in _FIGURES:
+        raise ValueError(f"unknown figure {which!r}; choose from {', '.join(_FIGURES)}")
+    ax = ax or plt.subplots(figsize=(6.4, 4))[1]
+    fig = _fig_bf16_skipped if which == "bf16" and res.get("bf16_skipped") else _FIGURES[which]
+    fig(res, res["targets"], ax, _bar_helper(ax))
+    ax.set_title(f"{ax.get_title()}\n{bench_machine(res)}", fontsize=10)
+    return ax

@@ -12,7 +12,6 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 from .model import Transformer, TransformerConfig, RETIRED_FIELDS
-from .fast_model import make_fast
 from fastcore.basics import patch
 from .runtime import (unwrap_model, dist_rank_world, get_rng_state, set_rng_state,
                                            TrainingInterrupted, atomic_file)
@@ -170,11 +169,11 @@ def check_config(saved: dict,                   # a checkpoint's "config"
 
 def model_from_checkpoint(ckpt: str|Path|dict,  # a checkpoint file or a loaded checkpoint dict
                           map_location="cpu",   # where tensors are loaded
-                         ) -> Transformer:      # in eval mode
+                         ) -> Transformer:      # the paper's classes, in eval mode
     "Build the `Transformer` described by the checkpoint's config and load its weights."
     name = _name(ckpt)
     if not isinstance(ckpt, dict): ckpt = load_checkpoint(ckpt, map_location)
-    try: model = make_fast(Transformer(TransformerConfig.from_dict(ckpt["config"])))   # decodes fast
+    try: model = Transformer(TransformerConfig.from_dict(ckpt["config"]))
     except (TypeError, ValueError) as e:
         raise ValueError(f"{name} has an invalid config: {e}") from None
     try: model.load_state_dict(ckpt["model"])

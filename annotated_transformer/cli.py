@@ -24,13 +24,14 @@ from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
     default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
 from .model_variations import BASE, STEPS, VariantRun, run_variations, variations_table
 from .attention_maps import KINDS, save_attention_maps
-from .performance import run_benchmarks, format_report
 from .ctranslate2_export import export_ctranslate2
 from .onnx_export import export_onnx, onnx_available
-from .benchmarking import TranslationBench, bench_translation, bench_table
+from .benchmarking import (TranslationBench, bench_translation, bench_table,
+                                                run_benchmarks, format_report)
 from .pretrained import SHIPPED, export_model, open_translator
 from .decoding import MAX_LENGTH_PENALTY, SearchOptions
-from .fast_model import pack_linears, enlarge_onednn_cache
+from .fast_model import make_fast, cached_greedy_decode, pack_linears, enlarge_onednn_cache
+from .fast_decoding import fast_beam_search
 from .engines import (COMPUTE_TYPES, ENGINES, EngineOptions, open_engine,
     translate_lines, score_engine_sets)
 
@@ -286,7 +287,7 @@ def _add_evaluate(sub):
 # %% ../nbs/92_cli.ipynb #b8cc2ab9
 def _add_attention(sub):
     m = sub.add_parser("attention",
-                       help="draw a model's attention maps for one sentence (chapter 18)",
+                       help="draw a model's attention maps for one sentence (chapter 37)",
                        description="Translate one sentence greedily and draw its attention maps, "
                                    "labelled with the tokens: rows are queries, columns keys.")
     _add_model(m, "(default: de-en)")
@@ -324,7 +325,7 @@ def _add_bench(sub):
     b.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     b.add_argument("--check", action="store_true",
                    help="the project's own check: judge each figure against its target "
-                        "(performance.TARGETS); exit status 1 when one is missed")
+                        "(benchmarking.TARGETS); exit status 1 when one is missed")
     add_field(b, Options, "json")
     add_field(b, Options, "device")
     t = b.add_argument_group("translation speed against CTranslate2 "
@@ -537,7 +538,9 @@ def train_multi30k_command(args) -> int:
                  if getattr(args, k) is not None}
     if args.vocab in ("bpe", "word"): overrides["vocab"] = args.vocab          # the kind to build
     run = {k: getattr(args, k) for k in RUN_FLAGS}
-    options = RunOptions(**run, corpus=files, vocab_file=vocab_file)
+    # the lab's fast twins and fast search (chapters 22, 23): the same parameters, the same ids
+    options = RunOptions(**run, corpus=files, vocab_file=vocab_file, transform=make_fast,
+                         search=fast_beam_search)
     try: res = train_multi30k(options, **overrides)
     except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
     except DirectionMismatch as e:                           # --resume with another --src/--tgt
@@ -588,10 +591,12 @@ def train_copy_command(args) -> int:
                           accum_steps=accum_steps, precision=args.precision,
                           checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
                           resume_from=resume_from, progress=True)
-        try: model, state, train, averaged = train_copy(recipe, options, device=ctx.device)
+        try:   # on the lab's fast twins (chapter 22), decoded on its cache: the same tokens
+            model, state, train, averaged = train_copy(recipe, options, device=ctx.device,
+                                                       transform=make_fast)
         except RecipeMismatch as e: raise _in_flags(e, args.flags) from None
         seconds = time.perf_counter() - t0
-        s = copy_scores(model, train, seed)
+        s = copy_scores(model, train, seed, decode=cached_greedy_decode)
         if not ctx.is_main: return 0
         if args.json: print(json.dumps(_copy_result(s, state, seconds, args, seed, ctx, averaged)))
         else:
@@ -649,8 +654,9 @@ def _open(args):
     device = default_device(args.device)
     try: model, codec, info = open_translator(args.checkpoint, args.model, device, args.src, args.tgt)
     except DirectionMismatch as e: raise _direction_in_flags(e, args) from None
-    # on a CPU, linear layers multiply by oneDNN-packed weights (chapter 14): faster, same math
-    # to rounding (ids agree but where a near-tie decides)
+    # the lab's fast twins (chapter 22), and on a CPU oneDNN-packed weights: faster, the same
+    # math to rounding (ids agree but where a near-tie decides)
+    model = make_fast(model)
     return (pack_linears(model) if device.type == "cpu" else model), codec, info
 
 def _direction_in_flags(e: DirectionMismatch, args) -> ValueError:
@@ -824,7 +830,7 @@ def evaluate_command(args) -> int:
 
 # %% ../nbs/92_cli.ipynb #52c9bbb3
 def attention_command(args) -> int:
-    "`annotated-transformer attention`: one sentence's attention maps as image files (chapter 18)."
+    "`annotated-transformer attention`: one sentence's attention maps as image files (chapter 37)."
     kinds = list(dict.fromkeys(args.kind))                      # each kind once, in the order given
     if any(k not in KINDS for k in kinds):
         raise ValueError(f"--kind {','.join(args.kind)}: choose from {', '.join(KINDS)} (comma-separated)")
@@ -836,7 +842,7 @@ def attention_command(args) -> int:
         m = str(e)
         raise ValueError(f"--{m.replace('=', ' ', 1)}" if "=" in m.split(":")[0] else m) from None
     for what, path in drawn: print(f"{what}: {path}")
-    greedy = translate(model, codec, [args.sentence], SearchOptions(beam_size=1))[0]
+    greedy = translate(model, codec, [args.sentence], SearchOptions(beam_size=1), fast_beam_search)[0]
     print(f"translation (greedy, as mapped): {greedy}")
     return 0
 
@@ -862,7 +868,7 @@ def variations_command(args) -> int:
                          f"expected comma-separated integers, e.g. 0,1,2") from None
     base = parse_base(args.base) if args.base else BASE
     run = VariantRun(args.steps or STEPS, base, args.data_dir, args.max_train_pairs,
-                     args.max_eval_sentences)
+                     args.max_eval_sentences, transform=make_fast, search=fast_beam_search)   # as before
     records = run_variations(args.rows, args.results, seeds, args.rerun, run)
     if args.json: print(json.dumps(records, indent=1, ensure_ascii=False))
     elif any(r["name"] == "base" for r in records): print(variations_table(records))

@@ -8,11 +8,10 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/copy_task.ht
 from __future__ import annotations
 import copy, os
 from dataclasses import dataclass, asdict, replace
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 import torch
 from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX
 from .model import Transformer, create_transformer, greedy_decode
-from .fast_model import make_fast, is_fast, cached_greedy_decode
 from .batching import collate_batch, token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
 from .regularization import LabelSmoothingLoss
@@ -69,6 +68,7 @@ def held_out_pairs(n: int, train: list, seed: int=0) -> list:
 def exact_match(model: Transformer,        # a trained copy model
                 pairs: list,               # (src, tgt) pairs
                 batch_size: int=256,       # sequences decoded together
+                decode: Callable=greedy_decode, # greedy decoding with `greedy_decode`'s signature
                ) -> tuple[int, int]:       # (copied exactly, total)
     "Greedy-decode every source and count outputs equal to the target (through EOS)."
     was_training = model.training
@@ -78,7 +78,6 @@ def exact_match(model: Transformer,        # a trained copy model
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i:i + batch_size]
         b = collate_batch(chunk).to(device)
-        decode = cached_greedy_decode if is_fast(model) else greedy_decode   # the fast model: its cache
         out = decode(model, b.src, b.src_mask, max_new_tokens=b.src.shape[1] + 2).tolist()
         for row, (_, tgt) in zip(out, chunk):
             ref = tgt[1:].tolist()                       # symbols + EOS, without BOS
@@ -150,7 +149,7 @@ def averaged_steps(final_step: int,                 # the run's last update
     return (list(range(every, final_step, every)) + [final_step])[-keep:] if final_step > 0 else []
 
 class WeightSnapshots:
-    "`fit`'s `on_step` hook: a copy of the model's weights after each update of `steps`."
+    "A `FitOptions.on_step` hook: a copy of the model's weights after each update of `steps`."
     def __init__(self, model: torch.nn.Module, steps: list[int]):
         self.model, self.steps, self.weights = model, set(steps), {}
     def __call__(self, state):                        # a `TrainState`, after its update
@@ -208,12 +207,14 @@ def _average_into(model, snaps: WeightSnapshots,
     return chosen
 
 # %% ../nbs/12_copy_task.ipynb #164a97b0
-def _copy_parts(recipe: dict, device) -> tuple:
+def _copy_parts(recipe: dict, device,
+                transform: Callable|None=None, # as in `train_copy`
+               ) -> tuple:
     "The recipe's model, optimizer, schedule, training pairs, batches and loss, seeded by its seed."
     r = recipe
     seed_everything(r["seed"])
-    model = make_fast(create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, r["preset"], dropout=r["dropout"]))
-    model = model.to(device)
+    model = create_transformer(COPY_VOCAB_SIZE, COPY_VOCAB_SIZE, r["preset"], dropout=r["dropout"])
+    model = (model if transform is None else transform(model)).to(device)
     opt = make_optimizer(model)
     sched = make_scheduler(opt, model.config.d_model, r["warmup_steps"], r["lr_scale"])
     train = copy_pairs(r["n_train"], r["seed"])
@@ -227,6 +228,9 @@ def train_copy(recipe: CopyRecipe|None=None, # default: `CopyRecipe()`
                average: int=COPY_AVERAGE,   # average this many snapshots (§6.1; 1: the last good)
                average_every: int=COPY_AVERAGE_EVERY, # the spacing of those updates
                device=None,                 # default: cpu, or this process's GPU under torchrun
+               # the new model -> the model to train, before its optimizer is made: e.g. the lab's
+               # `make_fast` (the command line's); None: the paper's classes
+               transform: Callable|None=None,
               ) -> CopyRun:
     "Train the copy task with `fit` (§5), average the last weights (§6.1); refuses another recipe."
     r = recipe if recipe is not None else CopyRecipe()
@@ -234,7 +238,7 @@ def train_copy(recipe: CopyRecipe|None=None, # default: `CopyRecipe()`
     device = torch.device(device or "cpu")
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
     recipe = {**r.to_dict(), "accum_steps": o.accum_steps, "world_size": dist_rank_world()[1]}
-    model, opt, sched, train, loader, loss = _copy_parts(recipe, device)
+    model, opt, sched, train, loader, loss = _copy_parts(recipe, device, transform)
     if o.resume_from is not None: _check_resume(o.resume_from, model, recipe)
     extra = o.extra if o.extra is not None else {"task": "copy", "recipe": recipe}
     planned = planned_updates(len(loader), o.accum_steps, o.max_steps, o.epochs)
@@ -253,10 +257,11 @@ def train_copy(recipe: CopyRecipe|None=None, # default: `CopyRecipe()`
 # %% ../nbs/12_copy_task.ipynb #092fcf4d
 def copy_scores(model: Transformer, train: list, # a trained copy model; its training pairs
                 seed: int=0, n: int=1000,         # the held-out set: its seed and size
+                decode: Callable=greedy_decode,   # as in `exact_match`
                ) -> dict:
     "How well a trained model copies `n` held-out sequences: exact matches, the least margin (nats)."
     held = held_out_pairs(n, train, seed)
-    ok, total = exact_match(model, held)
+    ok, total = exact_match(model, held, decode=decode)
     margin = round(float(copy_margin(model, held).min()), 4)
     return {"exact_match": ok / total, "correct": ok, "total": total, "min_margin": margin}
 

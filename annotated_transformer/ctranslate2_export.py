@@ -242,7 +242,7 @@ def ctranslate2_batches(
     max_len: int=1024,           # the model's positional table: no output is longer
     penalty: str="gnmt",         # "gnmt": ours, ((5+|Y|)/6)^α; "ctranslate2": its |Y|^α
 ):  # yields (the batch's sentence indices, their hypotheses) as each batch ends, like `decode_batches`
-    "`decode_batches` (chapter 23) by CTranslate2: length-sorted batches, a few queued at a time."
+    "`decode_batches` (chapter 15) by CTranslate2: length-sorted batches, a few queued at a time."
     if penalty not in ("gnmt", "ctranslate2"):
         raise ValueError(f"penalty={penalty!r}: expected 'gnmt' (ours) or 'ctranslate2' (|Y|^α)")
     o = options or SearchOptions()
@@ -270,7 +270,7 @@ def decode_ctranslate2(
     sources: Sequence[Sequence[int]],  # source ids per sentence, <s> … </s>
     options: SearchOptions|None=None, batch_size: int=64, max_len: int=1024, penalty: str="gnmt",
 ) -> list:  # per sentence, in input order: ids without <s>, </s>, <pad> (n-best: (score, ids) lists)
-    "`decode_corpus` (chapter 23) by CTranslate2: the same ids in, the same kind of hypotheses out."
+    "`decode_corpus` (chapter 15) by CTranslate2: the same ids in, the same kind of hypotheses out."
     out: list = [[] for _ in sources]
     for idx, hyps in ctranslate2_batches(translator, codec, sources, options, batch_size, max_len,
                                          penalty):

@@ -87,7 +87,7 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("annotated_transformer")) / "multi30k"
 
 def _gz_or_plain(folder: Path, stem: str) -> Path|None:
-    "`folder/STEM.gz`, else `folder/STEM`: the first that is a file, or None."
+    "`FOLDER/STEM.gz`, else `FOLDER/STEM`: the first that is a file, or None."
     return next((p for p in (folder / f"{stem}.gz", folder / stem) if p.is_file()), None)
 
 def _has_files(folder: Path) -> bool:

@@ -1,4 +1,4 @@
-"""§6.1 — batched beam search with the GNMT length penalty, on a key/value cache; greedy as its beam-1 case; a faster search with the same output, and a worker per core.
+"""§6.1 — batched beam search with the GNMT length penalty, the exact stopping rule and an end at the length limit; greedy decoding is its beam-1 case.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/decoding.html.md"""
 

@@ -17,8 +17,9 @@ from .runtime import bf16_native, default_device, write_folder_atomically
 from .data import BPECodec, WordCodec, check_same_direction, codec_from_dict
 from .decoding import SearchOptions
 from .evaluation import encode_lines, score_translations
-from .fast_model import PackedLinear, pack_linears
-from .fast_decoding import decode_batches
+from .evaluation import decode_batches
+from .fast_model import PackedLinear, make_fast, pack_linears
+from .fast_decoding import fast_beam_search
 from .pretrained import SHIPPED, file_sha256, model_dir, open_translator, verify_model_dir
 from annotated_transformer.ctranslate2_export import (CT2_FORMAT, CT2_META, ctranslate2_batches,
     export_ctranslate2, load_ctranslate2)
@@ -225,7 +226,7 @@ def _open_export(folder: Path, kind: str, compute_type: str|None, device: torch.
     if kind == "ctranslate2":
         meta = _read_meta(folder / CT2_META, CT2_FORMAT)
         # on a CPU a worker per core, each on its own batch: faster than one batch on every core
-        # (the performance chapter's "workers" rows); on a GPU, one
+        # (the benchmarking appendix's "workers" rows); on a GPU, one
         workers = threads if device.type == "cpu" else 1
         tr, codec, _ = load_ctranslate2(folder, device.type, compute_type or "default", 1, workers)
         config = TransformerConfig.from_dict(meta["config"])
@@ -236,18 +237,19 @@ def _open_export(folder: Path, kind: str, compute_type: str|None, device: torch.
         codec = codec_from_dict(json.loads((folder / meta["files"]["vocab"]).read_text(encoding="utf-8")))
         config = TransformerConfig.from_dict(meta["config"])
         model = OnnxModel(OnnxTranslator(folder, threads=threads), config)
-        decode, ct = (lambda ids, o, bs: decode_batches(model, ids, o, batch_size=bs)), "float32"
+        decode, ct = (lambda ids, o, bs: decode_batches(model, ids, o, fast_beam_search, bs)), "float32"
     info = {"src": meta["src_lang"], "tgt": meta["tgt_lang"], "export": str(folder)}
     return Engine(kind, ct, codec, config, decode, threads, info, workers)
 
 # %% ../nbs/36_engines.ipynb #90d3d2f5
 def _torch_engine(model: Transformer, codec, compute_type: str, device: torch.device,
                   info: dict) -> Engine:
-    "The book's decoder: the fast model, packed on a CPU (float32 or bfloat16), or int8."
+    "The book's decoder: the fast twins, packed on a CPU (float32 or bfloat16), or int8; the fast search."
     if compute_type == "int8": model = quantize_int8(model)
     elif device.type == "cpu":    # oneDNN-packed weights (chapter 22): faster, the same math to rounding
         model = pack_linears(model, torch.bfloat16 if compute_type == "bfloat16" else torch.float32)
-    decode = lambda ids, o, bs: decode_batches(model, ids, o, batch_size=bs)
+    model = make_fast(model)      # the fast twins (chapter 22), in place: a copy above, on a GPU `model`
+    decode = lambda ids, o, bs: decode_batches(model, ids, o, fast_beam_search, bs)
     return Engine("torch", compute_type, codec, model.config, decode, torch.get_num_threads(), info)
 
 # %% ../nbs/36_engines.ipynb #25605ec6
@@ -255,7 +257,8 @@ def _engine_device(engine: str, device: str|None) -> torch.device:
     "`device`, else CUDA where there is one, except for ONNX Runtime, which runs on the CPU here."
     return torch.device("cpu") if engine == "onnxruntime" and device is None else default_device(device)
 
-def model_engine(model: Transformer, codec: WordCodec|BPECodec, # a loaded model (eval) and its codec
+def model_engine(model: Transformer,       # in eval mode; torch runs its fast twins (a GPU: in place)
+                 codec: WordCodec|BPECodec, # its text pipeline
                  options: EngineOptions,             # engine, compute type, device, threads, cache
                  weights: str,                       # the sha256 naming its weights (`weights_sha256`)
                  info: dict|None=None,               # where it came from: model or checkpoint, src, tgt

@@ -1,4 +1,4 @@
-"""§6.1 — scoring translations the way results are compared: sacreBLEU on detokenized, cased output against the untouched references, with its signature.
+"""§6.1 — decoding a test set in length-sorted batches, and scoring the translations the way results are compared: sacreBLEU on detokenized, cased output against the untouched references, with its signature.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/evaluation.html.md"""
 
@@ -6,19 +6,19 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/evaluation.h
 
 # %% ../nbs/15_evaluation.ipynb #265bfa25
 from __future__ import annotations
-import sys, time
+import dataclasses, itertools, math, signal, sys, time
 from dataclasses import dataclass, asdict
 from typing import Callable, Sequence
 import torch
 from torch import nn
 from .embeddings import BOS_IDX, EOS_IDX
-from .data import WordCodec, BPECodec
-from .decoding import SearchOptions
-from .fast_decoding import decode_corpus
+from .data import WordCodec, BPECodec, sentence_ids
+from .decoding import SearchOptions, beam_search
 
 # %% auto #0
-__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'encode_sources', 'encode_lines', 'translate',
-           'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_translations', 'score_table']
+__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'decode_batches', 'decode_corpus', 'encode_sources',
+           'encode_lines', 'translate', 'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets',
+           'score_translations', 'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -86,6 +86,87 @@ def corpus_chrf(hypotheses: Sequence[str], # detokenized system output, one per 
     score = chrf.corpus_score(list(hypotheses), streams).score
     return ChrfResult(float(score), str(chrf.get_signature()), len(hypotheses))
 
+# %% ../nbs/15_evaluation.ipynb #63de415b
+def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
+    "One padded batch of `decode_corpus`: (the sentences' indices, their stripped hypotheses)."
+    model, sources, options, search, device = job
+    pad = options.pad_idx
+    src = nn.utils.rnn.pad_sequence([torch.as_tensor(sources[i], dtype=torch.long) for i in idx],
+                                    batch_first=True, padding_value=pad).to(device)
+    ids, scores = search(model, src, (src != pad)[:, None, None, :], options)
+    if options.n_best is None: return idx, [sentence_ids(row, pad) for row in ids.tolist()]
+    return idx, [[(s, sentence_ids(h, pad)) for s, h in zip(ss, hs) if s > -math.inf]
+                 for ss, hs in zip(scores.tolist(), ids.tolist())]
+
+# %% ../nbs/15_evaluation.ipynb #da95698e
+_JOB = None   # in a forked worker: the job it started with (inherited, never pickled)
+
+def _worker_init(job: tuple):
+    "Start a forked worker: one thread (small models gain little from more), its job, quiet signals."
+    global _JOB
+    # the parent's handlers (the CLI saves a checkpoint on SIGTERM) are not the worker's: the pool
+    # ends its workers with SIGTERM, and Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    _JOB = job
+
+def _worker_batch(idx): return _decode_batch(_JOB, idx)
+
+def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: torch.device):
+    "Yield `_decode_batch` results: here, or from `workers` forked processes, longest first."
+    if workers < 1: raise ValueError(f"workers={workers} must be at least 1")
+    if workers == 1 or len(batches) < 2:
+        for idx in batches: yield _decode_batch(job, idx)
+        return
+    if device.type != "cpu":
+        raise ValueError(f"workers={workers} needs the model on the CPU, not {device}: "
+                         "a GPU decodes one batch at a time")
+    import multiprocessing as mp
+    if "fork" not in mp.get_all_start_methods():
+        raise RuntimeError("workers > 1 needs the fork start method (Linux, macOS)")
+    # fork: the job (the model above all) is inherited by the workers, shared copy-on-write
+    with mp.get_context("fork").Pool(workers, initializer=_worker_init, initargs=(job,)) as pool:
+        # longest first: they end together
+        yield from pool.imap_unordered(_worker_batch, batches[::-1])
+
+# %% ../nbs/15_evaluation.ipynb #7fd5230d
+def decode_batches(model: nn.Module,                # in eval mode, as `search` takes it
+                   sources: Sequence[Sequence[int]|torch.Tensor], # ids per sentence, <s> … </s>
+                   options: SearchOptions|None=None, # beam size (1 = greedy), α, n-best, …
+                   # the search: chapter 14's `beam_search` (None), or one with its signature, e.g.
+                   # `fast_beam_search` on the fast twins (chapter 23), as the command line passes
+                   search: Callable|None=None,
+                   batch_size: int=64,              # sentences per batch
+                   workers: int=1,                  # CPU only: processes of one thread each
+                   sort: bool=True,                 # length-sorted batches (False: in input order)
+                  ):  # yields (the batch's sentence indices, their hypotheses) as each batch ends
+    "Beam-search a corpus in batches, yielding each batch as it finishes; ids without BOS/EOS/PAD."
+    options, search = options or SearchOptions(), search or beam_search
+    held = next(itertools.chain(model.parameters(), model.buffers()), None)   # where the model is
+    device = held.device if held is not None else torch.device("cpu")
+    pad = getattr(getattr(model, "config", None), "pad_idx", options.pad_idx)
+    options = options if pad == options.pad_idx else dataclasses.replace(options, pad_idx=pad)
+    order = list(range(len(sources)))
+    if sort: order.sort(key=lambda i: len(sources[i]))
+    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    yield from _run_batches((model, sources, options, search, device), batches, workers, device)
+
+# %% ../nbs/15_evaluation.ipynb #b44cfa65
+def decode_corpus(model: nn.Module, sources, options: SearchOptions|None=None, # as `decode_batches`
+                  search: Callable|None=None, batch_size: int=64, workers: int=1, sort: bool=True,
+                  progress: bool=False,            # a tqdm bar on stderr
+                 ) -> list:                        # per sentence, in input order: ids or a list
+    "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
+    results: list = [[] for _ in sources]
+    from tqdm.auto import tqdm
+    with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr,
+              disable=not progress) as bar:
+        for idx, hyps in decode_batches(model, sources, options, search, batch_size, workers, sort):
+            for i, h in zip(idx, hyps): results[i] = h
+            bar.update(len(idx))
+    return results
+
 # %% ../nbs/15_evaluation.ipynb #cd7e8e2c
 def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
                    sentences: Sequence[str],   # raw source sentences
@@ -121,6 +202,7 @@ def translate(model: nn.Module,                # a trained `Transformer` in eval
               codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
               sentences: Sequence[str],        # raw source sentences
               options: SearchOptions|None=None, # the search (§6.1): beam size (1 = greedy), α, …
+              search: Callable|None=None,      # as in `decode_corpus` (None: `beam_search`)
               batch_size: int=64,              # sentences decoded together
               progress: bool=False,            # tqdm bar on stderr
               warn: Callable[[str], None]|None=None, # receives a message per truncated sentence
@@ -128,18 +210,19 @@ def translate(model: nn.Module,                # a trained `Transformer` in eval
     "Translate raw sentences with beam search (§6.1) and detokenize."
     sentences = list(sentences)
     todo, ids = encode_lines(model, codec, sentences, warn)
-    hyps = decode_corpus(model, ids, options, batch_size=batch_size, progress=progress)
+    hyps = decode_corpus(model, ids, options, search, batch_size=batch_size, progress=progress)
     out = [""] * len(sentences)
     for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
     return out
 
 def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
                   pairs: Sequence[tuple[str, str]],            # (source, reference) raw pairs
-                  options: SearchOptions|None=None, batch_size: int=64, progress: bool=False,
+                  options: SearchOptions|None=None, search: Callable|None=None, # as in `translate`
+                  batch_size: int=64, progress: bool=False,
                  ) -> tuple[BleuResult, list[str]]:            # the score and the hypotheses
     "Translate the source side of `pairs` and score it against the raw references with sacreBLEU."
     sources = [s for s, _ in pairs]
-    hyps = translate(model, codec, sources, options, batch_size, progress)
+    hyps = translate(model, codec, sources, options, search, batch_size, progress)
     return corpus_bleu(hyps, [t for _, t in pairs]), hyps
 
 # %% ../nbs/15_evaluation.ipynb #f4d3e871
@@ -150,6 +233,7 @@ def nbest_row(index: int, rank: int, score: float, text: str) -> str:
 def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
                     sentences: Sequence[str],  # raw source sentences
                     options: SearchOptions,    # its `n_best`: translations per sentence (K widens to it)
+                    search: Callable|None=None,  # as in `translate`
                     batch_size: int=64, progress: bool=False,               # as in `translate`
                     warn: Callable[[str], None]|None=None,                  # as in `translate`
                    ) -> list[list[tuple[float, str]]]: # per sentence (score, text), best first
@@ -158,7 +242,7 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
         raise ValueError("translate_nbest needs options.n_best (translations per sentence)")
     sentences = list(sentences)
     todo, ids = encode_lines(model, codec, sentences, warn)
-    lists = decode_corpus(model, ids, options, batch_size=batch_size, progress=progress)
+    lists = decode_corpus(model, ids, options, search, batch_size=batch_size, progress=progress)
     out = [[] for _ in sentences]
     for i, hyps in zip(todo, lists): out[i] = [(s, codec.decode_tgt(h)) for s, h in hyps]
     return out
@@ -166,10 +250,11 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
 # %% ../nbs/15_evaluation.ipynb #8d3b1e62
 def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `translate`
                sets: dict[str, Sequence[tuple[str, str]]],      # name -> (source, reference) pairs
-               options: SearchOptions|None=None, batch_size: int=64, progress: bool=False,
+               options: SearchOptions|None=None, search: Callable|None=None, # as in `translate`
+               batch_size: int=64, progress: bool=False,
               ) -> list[dict]:  # per set: its row (see above), with the hypotheses
     "Translate and score each set with sacreBLEU's BLEU and chrF: a row per set, in order."
-    return score_translations(sets, lambda sources: translate(model, codec, sources, options,
+    return score_translations(sets, lambda sources: translate(model, codec, sources, options, search,
                                                               batch_size, progress))
 
 def score_translations(sets: dict[str, Sequence[tuple[str, str]]], # name -> (source, reference) pairs

@@ -1,4 +1,4 @@
-"""Readable, then fast: §6.1's beam search with the same ids — a key/value cache, bookkeeping on tensors, fewer copies — and a corpus decoded in sorted batches, on a worker per core.
+"""Readable, then fast: §6.1's beam search with the same ids — a key/value cache, bookkeeping on tensors, fewer copies — as the `search` that the command line hands chapter 15's corpus decoding, on the fast twins.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/fast_decoding.html.md"""
 
@@ -6,9 +6,9 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/fast_decodin
 
 # %% ../nbs/23_fast_decoding.ipynb #ba7bd490
 from __future__ import annotations
-import copy, dataclasses, itertools, math, signal, sys
+import math
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -16,12 +16,10 @@ from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .decoding import (length_normalization, search_limits, search_done, beam_search,
                                             SearchOptions, Candidates, top_candidates, force_end,
                                             empty_result, best_hypotheses)
-from .encoder_decoder import EncoderDecoder
-from .fast_model import KVCache, decode_incremental, is_fast, make_fast
-from .data import sentence_ids
+from .fast_model import KVCache, decode_incremental
 
 # %% auto #0
-__all__ = ['SearchLevers', 'Finished', 'Beams', 'fast_beam_search', 'decode_batches', 'decode_corpus']
+__all__ = ['SearchLevers', 'Finished', 'Beams', 'fast_beam_search']
 
 # %% ../nbs/23_fast_decoding.ipynb #ef15a5fb
 @dataclass(frozen=True)
@@ -180,85 +178,3 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a fast `Transfo
             beams = _fast_advance(cache, beams, cand, alive, pos, go, n_live, levers)
             active, n_live = active[go], K
         return best_hypotheses(*fin, o.n_best)
-
-# %% ../nbs/23_fast_decoding.ipynb #63de415b
-def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:
-    "One padded batch of `decode_corpus`: (the sentences' indices, their stripped hypotheses)."
-    model, sources, options, search, device = job
-    pad = options.pad_idx
-    src = nn.utils.rnn.pad_sequence([torch.as_tensor(sources[i], dtype=torch.long) for i in idx],
-                                    batch_first=True, padding_value=pad).to(device)
-    ids, scores = search(model, src, (src != pad)[:, None, None, :], options)
-    if options.n_best is None: return idx, [sentence_ids(row, pad) for row in ids.tolist()]
-    return idx, [[(s, sentence_ids(h, pad)) for s, h in zip(ss, hs) if s > -math.inf]
-                 for ss, hs in zip(scores.tolist(), ids.tolist())]
-
-# %% ../nbs/23_fast_decoding.ipynb #da95698e
-_JOB = None   # in a forked worker: the job it started with (inherited, never pickled)
-
-def _worker_init(job: tuple):
-    "Start a forked worker: one thread (small models gain little from more), its job, quiet signals."
-    global _JOB
-    # the parent's handlers (the CLI saves a checkpoint on SIGTERM) are not the worker's: the pool
-    # ends its workers with SIGTERM, and Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
-    _JOB = job
-
-def _worker_batch(idx): return _decode_batch(_JOB, idx)
-
-def _run_batches(job: tuple, batches: list[list[int]], workers: int, device: torch.device):
-    "Yield `_decode_batch` results: here, or from `workers` forked processes, longest first."
-    if workers < 1: raise ValueError(f"workers={workers} must be at least 1")
-    if workers == 1 or len(batches) < 2:
-        for idx in batches: yield _decode_batch(job, idx)
-        return
-    if device.type != "cpu":
-        raise ValueError(f"workers={workers} needs the model on the CPU, not {device}: "
-                         "a GPU decodes one batch at a time")
-    import multiprocessing as mp
-    if "fork" not in mp.get_all_start_methods():
-        raise RuntimeError("workers > 1 needs the fork start method (Linux, macOS)")
-    # fork: the job (the model above all) is inherited by the workers, shared copy-on-write
-    with mp.get_context("fork").Pool(workers, initializer=_worker_init, initargs=(job,)) as pool:
-        # longest first: they end together
-        yield from pool.imap_unordered(_worker_batch, batches[::-1])
-
-# %% ../nbs/23_fast_decoding.ipynb #7fd5230d
-def decode_batches(model: nn.Module,                # a `Transformer` in eval mode
-                   sources: Sequence[Sequence[int]|torch.Tensor], # ids per sentence, <s> … </s>
-                   options: SearchOptions|None=None, # beam size (1 = greedy), α, n-best, …
-                   # the search: `fast_beam_search` (None), `beam_search`, or one with other levers
-                   search: Callable|None=None,
-                   batch_size: int=64,              # sentences per batch
-                   workers: int=1,                  # CPU only: processes of one thread each
-                   sort: bool=True,                 # length-sorted batches (False: in input order)
-                  ):  # yields (the batch's sentence indices, their hypotheses) as each batch ends
-    "Beam-search a corpus in batches, yielding each batch as it finishes; ids without BOS/EOS/PAD."
-    options, search = options or SearchOptions(), search or fast_beam_search
-    if search is not beam_search and isinstance(model, EncoderDecoder) and not is_fast(model):
-        model = make_fast(copy.deepcopy(model))          # the paper's layers: a fast copy
-    held = next(itertools.chain(model.parameters(), model.buffers()), None)   # where the model is
-    device = held.device if held is not None else torch.device("cpu")
-    pad = getattr(getattr(model, "config", None), "pad_idx", options.pad_idx)
-    options = options if pad == options.pad_idx else dataclasses.replace(options, pad_idx=pad)
-    order = list(range(len(sources)))
-    if sort: order.sort(key=lambda i: len(sources[i]))
-    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-    yield from _run_batches((model, sources, options, search, device), batches, workers, device)
-
-# %% ../nbs/23_fast_decoding.ipynb #b44cfa65
-def decode_corpus(model: nn.Module, sources, options: SearchOptions|None=None, # as `decode_batches`
-                  search: Callable|None=None, batch_size: int=64, workers: int=1, sort: bool=True,
-                  progress: bool=False,            # a tqdm bar on stderr
-                 ) -> list:                        # per sentence, in input order: ids or a list
-    "Beam-search (or greedy, K=1) a corpus in length-sorted batches; ids without BOS/EOS/PAD."
-    results: list = [[] for _ in sources]
-    from tqdm.auto import tqdm
-    with tqdm(total=len(sources), desc="decoding", unit="sent", file=sys.stderr,
-              disable=not progress) as bar:
-        for idx, hyps in decode_batches(model, sources, options, search, batch_size, workers, sort):
-            for i, h in zip(idx, hyps): results[i] = h
-            bar.update(len(idx))
-    return results

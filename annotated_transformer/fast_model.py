@@ -16,7 +16,7 @@ from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX
 from .encoder_decoder import EncoderDecoder, EncoderLayer, DecoderLayer, Decoder
 from .attention import (MultiHeadAttention, scaled_dot_product_attention,
                                              fused_attention, check_mask)
-from .model import check_tokens
+from .model import check_tokens, greedy_next
 
 # %% auto #0
 __all__ = ['FAST_TWINS', 'SYNC_EVERY', 'real_positions', 'on_rows', 'fused_is_slow', 'fold_queries', 'unfold_queries', 'KVCache',
@@ -119,6 +119,29 @@ class FastMultiHeadAttention(MultiHeadAttention):
     record_weights: bool = False  # keep the last attention weights in `attn_weights` (explicit version)
     attn_weights: torch.Tensor|None = None
 
+# %% ../nbs/22_fast_model.ipynb #157d3b13
+@patch
+def _project(self: FastMultiHeadAttention,
+             query, key, value,      # as in `MultiHeadAttention.forward`
+             cache: dict|None,       # a layer's KV-cache entry, updated in place
+             q_rows=None, kv_rows=None, # (batch, len) bool, True = real: the rows to project
+            ) -> tuple:              # q, k, v, each (batch, heads, len, d_k)
+    "Q, K, V by [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross."
+    W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
+    # self-attention: one matmul for Q, K, V
+    if key is query and value is query:
+        # each (batch, heads, len, d_k)
+        q, k, v = map(self.split_heads, on_rows(self.in_proj, query, q_rows).chunk(3, dim=-1))
+        if cache is not None: k, v = append_positions(cache, k, v)   # (batch, heads, all, d_k)
+        return q, k, v
+    part = lambda x, i, j, rows: on_rows(lambda x: F.linear(x, W[i*d:j*d], b[i*d:j*d]), x, rows)
+    q = self.split_heads(part(query, 0, 1, q_rows))                # cross-attention
+    if cache is not None and "k" in cache: return q, cache["k"], cache["v"]
+    if key is value: k, v = map(self.split_heads, part(key, 1, 3, kv_rows).chunk(2, dim=-1))
+    else: k, v = self.split_heads(part(key, 1, 2, kv_rows)), self.split_heads(part(value, 2, 3, kv_rows))
+    if cache is not None: cache["k"], cache["v"] = k, v
+    return q, k, v
+
 # %% ../nbs/22_fast_model.ipynb #072edac5
 @patch
 def forward(self: FastMultiHeadAttention,
@@ -143,29 +166,6 @@ def forward(self: FastMultiHeadAttention,
     else: x = fused_attention(q, k, v, mask, p)
     x = unfold_queries(x, batch)                               # (batch, heads, q_len, d_k)
     return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
-
-# %% ../nbs/22_fast_model.ipynb #157d3b13
-@patch
-def _project(self: FastMultiHeadAttention,
-             query, key, value,      # as in `MultiHeadAttention.forward`
-             cache: dict|None,       # a layer's KV-cache entry, updated in place
-             q_rows=None, kv_rows=None, # (batch, len) bool, True = real: the rows to project
-            ) -> tuple:              # q, k, v, each (batch, heads, len, d_k)
-    "Q, K, V by [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross."
-    W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
-    # self-attention: one matmul for Q, K, V
-    if key is query and value is query:
-        # each (batch, heads, len, d_k)
-        q, k, v = map(self.split_heads, on_rows(self.in_proj, query, q_rows).chunk(3, dim=-1))
-        if cache is not None: k, v = append_positions(cache, k, v)   # (batch, heads, all, d_k)
-        return q, k, v
-    part = lambda x, i, j, rows: on_rows(lambda x: F.linear(x, W[i*d:j*d], b[i*d:j*d]), x, rows)
-    q = self.split_heads(part(query, 0, 1, q_rows))                # cross-attention
-    if cache is not None and "k" in cache: return q, cache["k"], cache["v"]
-    if key is value: k, v = map(self.split_heads, part(key, 1, 3, kv_rows).chunk(2, dim=-1))
-    else: k, v = self.split_heads(part(key, 1, 2, kv_rows)), self.split_heads(part(value, 2, 3, kv_rows))
-    if cache is not None: cache["k"], cache["v"] = k, v
-    return q, k, v
 
 # %% ../nbs/22_fast_model.ipynb #8443201a
 class FastEncoderLayer(EncoderLayer):
@@ -272,9 +272,9 @@ SYNC_EVERY = {"cpu": 1}
 def cached_greedy_decode(model: EncoderDecoder,  # a fast `Transformer` (`make_fast`)
                   src: torch.Tensor,       # (batch, src_len) int64 source ids
                   src_mask: torch.Tensor,  # (batch, 1, 1, src_len) bool, True = real token
-                  max_new_tokens: int,            # maximum number of generated tokens
+                  max_new_tokens: int,     # tokens at most, the end symbol included
                   start_symbol: int=BOS_IDX, # the decoder's start symbol
-                  end_symbol: int=EOS_IDX,   # generation stops after this token
+                  end_symbol: int=EOS_IDX,   # ends a sequence; its last token at the limit
                   pad_idx: int=PAD_IDX,   # fills rows that have finished
                   # steps between reading back whether all ended; None: by device
                   sync_every: int|None=None,
@@ -292,7 +292,8 @@ def cached_greedy_decode(model: EncoderDecoder,  # a fast `Transformer` (`make_f
     stop = torch.full((), max_new_tokens, device=dev)     # tokens generated when the last row ended
     for t in range(max_new_tokens):
         h = decode_incremental(model, memory, src_mask, ys[:, -1:], cache)      # (batch, 1, d_model)
-        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_idx)    # (batch,)
+        last = t == max_new_tokens - 1                                           # the limit: it ends
+        nxt = greedy_next(model.generator(h[:, -1]), last, end_symbol).masked_fill(done, pad_idx)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == end_symbol
         stop = torch.where(done.all() & (stop == max_new_tokens), t + 1, stop)

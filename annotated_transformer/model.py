@@ -20,8 +20,8 @@ from .positional_encoding import *
 
 # %% auto #0
 __all__ = ['RETIRED_FIELDS', 'PRESETS', 'TransformerConfig', 'get_config', 'TokenEmbedding', 'xavier_init_', 'Transformer',
-           'check_tokens', 'create_transformer', 'count_parameters', 'copy_to_torch_transformer', 'greedy_decode',
-           'TransformerClassifier', 'TransformerLM']
+           'check_tokens', 'create_transformer', 'count_parameters', 'copy_to_torch_transformer', 'greedy_next',
+           'greedy_decode', 'TransformerClassifier', 'TransformerLM']
 
 # %% ../nbs/06_model.ipynb #91891738
 @dataclass
@@ -252,26 +252,37 @@ def copy_to_torch_transformer(ours: Transformer) -> nn.Transformer:
             load(ours.decoder.norm, t.decoder.norm)
     return t
 
+# %% ../nbs/06_model.ipynb #e2ed1a99
+def greedy_next(logp: torch.Tensor, # (batch, vocab) next-token log-probs (or logits)
+                last: bool,         # this step is the length limit's: the sequence must end
+                end_symbol: int,    # outside [0, vocab) (e.g. -1): never forced
+               ) -> torch.Tensor:   # (batch,) int64
+    "The most probable next token; at the length limit, the end symbol (beam search's `force_end`)."
+    if last and 0 <= end_symbol < logp.shape[-1]:
+        return torch.full(logp.shape[:-1], end_symbol, dtype=torch.long, device=logp.device)
+    return logp.argmax(-1)
+
 # %% ../nbs/06_model.ipynb #9f268605
 @torch.no_grad()
 # a trained `Transformer`, switched to eval mode by the caller
 def greedy_decode(model: EncoderDecoder,
                   src: torch.Tensor,         # (batch, src_len) int64 source ids
                   src_mask: torch.Tensor,    # (batch, 1, 1, src_len) bool, True = real token
-                  max_new_tokens: int,       # maximum number of generated tokens
+                  max_new_tokens: int,       # tokens at most, the end symbol included
                   start_symbol: int=BOS_IDX, # the decoder's start symbol
-                  end_symbol: int=EOS_IDX,   # generation stops after this token
+                  end_symbol: int=EOS_IDX,   # ends a sequence; its last token at the limit
                   pad_idx: int=PAD_IDX,      # fills sequences that have finished
                  ) -> torch.Tensor:          # (batch, ≤ max_new_tokens) int64, no start symbol
-    "Batched greedy decoding; each sequence stops at its `end_symbol`, then holds `pad_idx`."
+    "Batched greedy decoding; each sequence ends in `end_symbol` (forced at the limit), then PAD."
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     memory = model.encode(src, src_mask)
     B, dev = src.shape[0], src.device
     ys = torch.full((B, 1), start_symbol, dtype=torch.long, device=dev)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
-    for _ in range(max_new_tokens):
+    for t in range(max_new_tokens):
         h = model.decode(memory, src_mask, ys, causal_mask(ys.shape[1], dev))  # (batch, t, d_model)
-        nxt = model.generator(h[:, -1]).argmax(-1).masked_fill(done, pad_idx)   # (batch,)
+        last = t == max_new_tokens - 1                                          # the limit: it ends
+        nxt = greedy_next(model.generator(h[:, -1]), last, end_symbol).masked_fill(done, pad_idx)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == end_symbol
         if bool(done.all()): break

@@ -8,6 +8,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/model_variat
 from __future__ import annotations
 import dataclasses, json, math, os, shlex, statistics, sys, tempfile, time
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 import torch
 from .model import TransformerConfig, count_parameters
@@ -125,6 +126,8 @@ def run_variant(variant: Variant,              # what to change
                 # score only the first N development sentences (smoke runs)
                 max_eval_sentences: int|None=None,
                 progress: bool=False,          # tqdm bars
+                transform: Callable|None=None, # `RunOptions.transform` (the command line: `make_fast`)
+                search: Callable|None=None,    # `RunOptions.search` (the command line: `fast_beam_search`)
                ) -> dict:                      # one results record
     "Train one Table 3 variant on Multi30k en→de for `steps` updates; dev PPL and BLEU at the end."
     model_cfg, recipe = variant_setup(variant, base)
@@ -132,11 +135,13 @@ def run_variant(variant: Variant,              # what to change
     with tempfile.TemporaryDirectory(prefix="variation-") as tmp:
         options = RunOptions("small", Path(tmp) / "run", data_dir, max_steps=steps, seed=seed,
                              src="en", tgt="de", evaluate_splits=("val",), progress=progress,
-                             max_train_pairs=max_train_pairs, max_eval_sentences=max_eval_sentences)
+                             max_train_pairs=max_train_pairs, max_eval_sentences=max_eval_sentences,
+                             transform=transform, search=search)
         res = train_multi30k(options, log=lambda m: None, model_overrides=model_cfg, average=1,
                              save_every=steps, beam_size=4, length_penalty=0.6, **recipe)
         ck = load_checkpoint(res["checkpoint"])            # the run's own last checkpoint
         model = model_from_checkpoint(ck).eval()
+        if transform is not None: model = transform(model)     # the classes the run trained
         codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
         dev = load_split("val", data_dir, src="en", tgt="de")[:max_eval_sentences]
         ppl = dev_perplexity(model, codec, dev)
@@ -192,6 +197,8 @@ class VariantRun:
     max_train_pairs: int|None = None  # use only the first N training pairs (smoke runs)
     max_eval_sentences: int|None = None # score only the first N development sentences (smoke runs)
     progress: bool = False            # tqdm bars inside each run
+    transform: Callable|None = None   # `RunOptions.transform`: the command line passes `make_fast`
+    search: Callable|None = None      # `RunOptions.search`: the command line passes `fast_beam_search`
 
 # %% ../nbs/17_model_variations.ipynb #476cf7a1
 def run_variations(
@@ -224,7 +231,7 @@ def run_variations(
             log(f"{v.name} seed {seed}: training {steps} update{'s' * (steps != 1)} of "
                 f"{', '.join(f'{k}={x}' for k, x in model_cfg.items())} (the paper: {v.paper}) …")
             r = {**run_variant(v, seed, steps, base, o.data_dir, max_train_pairs,
-                               max_eval_sentences, o.progress),
+                               max_eval_sentences, o.progress, o.transform, o.search),
                  "model_base": base}
             _append_result(path, r)
             out.append(r)

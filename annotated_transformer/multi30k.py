@@ -9,9 +9,9 @@ from __future__ import annotations
 import csv, json, math, os, sys, time
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
+from typing import Callable
 import torch
 from .model import create_transformer, count_parameters
-from .fast_model import make_fast
 from .decoding import SearchOptions
 from .batching import token_batch_loader
 from .optimizer import make_optimizer, make_scheduler
@@ -262,6 +262,11 @@ class RunOptions:
     corpus: Corpus|None = None
     # a vocabulary from an earlier run (vocab.json, a checkpoint, a model folder)
     vocab_file: str|os.PathLike|None = None
+    # each model the run builds -> the model it uses: the new one before its optimizer is made,
+    # the averaged one before it is scored; e.g. the lab's `make_fast`. None: the paper's classes
+    transform: Callable|None = None
+    # the beam search that scores the run, `decode_corpus`'s `search` (None: `beam_search`)
+    search: Callable|None = None
 
 # %% ../nbs/16_multi30k.ipynb #e33b2d75
 def train_multi30k(options: RunOptions|None=None, # where, how long, on what (None: `RunOptions()`)
@@ -274,13 +279,15 @@ def train_multi30k(options: RunOptions|None=None, # where, how long, on what (No
     with distributed_session(o.device) as ctx:
         run = prepare_run(ctx, o, overrides, log)
         seed_everything(run.seed)
-        parts = training_parts(run, ctx.device, o.max_steps, o.epochs, log if ctx.is_main else None)
+        parts = training_parts(run, ctx.device, o.max_steps, o.epochs, log if ctx.is_main else None,
+                               o.transform)
         state, train_time = fit_run(run, parts, ctx, o, log)
         if not ctx.is_main: return {}
         history = write_history(state, run.ckpt_dir)
-        candidates, last = average_last(run, parts[0], state, ctx.device)
+        candidates, last = average_last(run, parts[0], state, ctx.device, o.transform)
         results = run_summary(run, parts[0], state, train_time, history, last, ctx.device)
-        results = choose_and_score(run, candidates, results, o.max_eval_sentences, o.progress)
+        results = choose_and_score(run, candidates, results, o.max_eval_sentences, o.progress,
+                                   o.search)
         results["total_time_s"] = round(time.perf_counter() - t_start, 1)
         return results
 
@@ -473,12 +480,14 @@ def fit_schedule(recipe: Multi30kRecipe, # the run's recipe
 def training_parts(run: Multi30kRun, device: torch.device,
                    max_steps: int|None=None, epochs: int|None=None, # see `RunOptions`
                    log=None,                # callable for a fitted schedule's note
+                   transform: Callable|None=None, # see `RunOptions`: applied before the optimizer
                   ) -> tuple:
     "(model, batches, validation batches, optimizer, schedule, loss) of a run; seed the RNGs first."
     recipe, codec, pin = run.recipe, run.codec, device.type == "cuda"
-    model = make_fast(create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model,
+    model = create_transformer(codec.src_vocab_size, codec.tgt_vocab_size, recipe.model,
                                dropout=recipe.dropout, share_embeddings=codec.shared,
-                               **recipe.model_overrides).to(device))
+                               **recipe.model_overrides).to(device)
+    if transform is not None: model = transform(model)
     L, files = model.config.max_len, lambda split: run.corpus.paths(split, run.src, run.tgt)
     train_data = encode_corpus(codec, run.train_pairs, L, files("train"))
     val_data = encode_corpus(codec, run.val_pairs, L, files("val"))
@@ -566,6 +575,7 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
 
 # %% ../nbs/16_multi30k.ipynb #959d5495
 def average_last(run: Multi30kRun, model, state, device,
+                 transform: Callable|None=None, # see `RunOptions`: applied to the averaged model
                 ) -> tuple[list, list[Path]]: # ([(name, model, path)], best first; the averaged)
     "§6.1: average the last checkpoints into averaged.pt; the candidates, and the files averaged."
     keep = max(run.recipe.average, 1)
@@ -574,6 +584,7 @@ def average_last(run: Multi30kRun, model, state, device,
     if len(last) >= 2:
         avg = average_checkpoints(last)
         m_avg = model_from_checkpoint(avg, map_location=device)
+        if transform is not None: m_avg = transform(m_avg)
         path = save_checkpoint(run.ckpt_dir / "averaged.pt", m_avg, train_state=avg["train_state"],
                                extra=avg["extra"])
         candidates.insert(0, ("averaged", m_avg, path))
@@ -602,13 +613,15 @@ def run_summary(run: Multi30kRun, model, state, train_time: float, # seconds of 
 def choose_and_score(run: Multi30kRun,
                      candidates: list,  # from `average_last`
                      results: dict,     # from `run_summary`
-                     max_eval_sentences: int|None=None, progress: bool=True) -> dict:
+                     max_eval_sentences: int|None=None, progress: bool=True,
+                     search=None,       # the beam search (see `RunOptions`)
+                    ) -> dict:
     "Keep the candidate better on val; score it on every split; add the scores and 5 examples."
     pairs = lambda s: run.corpus.pairs(s, run.src, run.tgt)[:max_eval_sentences]
     sets = {s: pairs(s) for s in run.evaluate_splits}
     def score(m, names):
-        search = SearchOptions(beam_size=run.recipe.beam_size, length_penalty=run.recipe.length_penalty)
-        return score_sets(m, run.codec, {s: sets[s] for s in names}, search, progress=progress)
+        o = SearchOptions(beam_size=run.recipe.beam_size, length_penalty=run.recipe.length_penalty)
+        return score_sets(m, run.codec, {s: sets[s] for s in names}, o, search, progress=progress)
     chosen, on_val = candidates[0], {}
     if "val" in sets and len(candidates) > 1:         # the averaged or the last model, by val BLEU
         for name, m, _ in candidates:
@@ -637,10 +650,11 @@ def bleu_sweep(model: torch.nn.Module,         # a trained `Transformer` in eval
                beam_sizes=(1, 2, 4, 8),         # K values to try (1 = greedy)
                length_penalties=(0.0, 0.6, 1.0), # length-penalty α values to try
                batch_size: int=64,              # sentences decoded together
+               search=None,                     # as in `translate` (None: `beam_search`)
               ) -> dict:                        # {(K, α): BLEU}
     "sacreBLEU for every (beam size, length penalty) pair: the §6.1 development-set experiment."
     bleu = lambda k, a: evaluate_bleu(model, codec, pairs, SearchOptions(beam_size=k, length_penalty=a),
-                                      batch_size=batch_size)[0].score
+                                      search, batch_size=batch_size)[0].score
     return {(k, a): bleu(k, a) for k in beam_sizes for a in length_penalties}
 
 def plot_bleu_sweep(grid: dict, # from `bleu_sweep`

@@ -86,15 +86,16 @@ class DecoderStepGraph(nn.Module):
 def graph_greedy(encoder, step,    # callables: `EncoderGraph`-like and `DecoderStepGraph`-like
                  src: np.ndarray,  # (1, src_len) int64 ids, <s> … </s>
                  max_new_tokens: int, eos: int=EOS_IDX, bos: int=BOS_IDX,
-                ) -> list[int]:    # the greedy ids, ending in </s> unless cut by the limit
+                ) -> list[int]:    # the greedy ids, ending in </s> (forced at the limit)
     "Greedy decoding (§6.1, K = 1) over the two graphs, with numpy arrays in and out."
     cross_k, cross_v = encoder(src)[:2]
     n, B, H, _, d_k = cross_k.shape
     past_k = past_v = np.zeros((n, B, H, 0, d_k), np.float32)
     ids, tgt = [], np.full((B, 1), bos, np.int64)
-    for _ in range(max_new_tokens):
+    for t in range(max_new_tokens):
         log_probs, past_k, past_v = step(tgt, src, past_k, past_v, cross_k, cross_v)[:3]
-        tgt = log_probs.argmax(-1)[:, None].astype(np.int64)
+        last = t == max_new_tokens - 1             # the limit: it ends there, as `greedy_next` rules
+        tgt = np.full((B, 1), eos, np.int64) if last else log_probs.argmax(-1)[:, None].astype(np.int64)
         ids.append(int(tgt[0, 0]))
         if ids[-1] == eos: break
     return ids
@@ -295,7 +296,7 @@ def teacher_forced(model, tgt_ids: list[int], src_ids: list[int],
 
 # %% ../nbs/35_onnx_export.ipynb #7e53c470
 class OnnxModel(nn.Module):
-    "`OnnxTranslator` as chapter 14's searches see a model: encode, decode on a cache, generator."
+    "`OnnxTranslator` as `fast_beam_search` sees a model: encode, decode on a cache, generator."
     def __init__(self, onnx_model: OnnxTranslator, config):  # config: the exported model's
         super().__init__()
         self.onnx, self.config, self.generator = onnx_model, config, nn.Identity()

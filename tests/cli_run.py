@@ -1,7 +1,7 @@
 """Running the command line in the tests' own process, and reading what it said: shared by the end-to-end tests."""
 import re
 
-import annotated_transformer.fast_decoding as fast_decoding
+import annotated_transformer.engines as engines
 from annotated_transformer.cli import main
 
 
@@ -21,10 +21,10 @@ def messages(err: str) -> list[str]:
 
 
 def stop_at_batch(monkeypatch, n: int):
-    "Ctrl-C during the n-th batch's search (the search is looked up at each batch, in the fast decoding module)."
-    real, calls = fast_decoding.fast_beam_search, []
+    "Ctrl-C during the n-th batch's search (the torch engine looks its search up at each batch, in its module)."
+    real, calls = engines.fast_beam_search, []
     def search(*a, **k):
         calls.append(1)
         if len(calls) == n: raise KeyboardInterrupt
         return real(*a, **k)
-    monkeypatch.setattr(fast_decoding, "fast_beam_search", search)
+    monkeypatch.setattr(engines, "fast_beam_search", search)

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from annotated_transformer.performance import RATIO_KEYS, cpu_peak_memory_supported, format_report, plot_bench
+from annotated_transformer.benchmarking import RATIO_KEYS, format_report, plot_bench
+from annotated_transformer.speed_levers import cpu_peak_memory_supported
 
 EXE = Path(sys.executable).parent / "annotated-transformer"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # a smoke test: one thread keeps it quick on a busy machine

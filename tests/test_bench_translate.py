@@ -1,5 +1,5 @@
-"Translation benchmark (appendix: benchmarking) and chapter 14's fast search: the result's structure on a tiny model; no timed assertions."
-import json
+"Translation benchmark (appendix: benchmarking) and chapter 23's fast search: the result's structure on a tiny model; no timed assertions."
+import copy, json
 
 import pytest
 import torch
@@ -11,7 +11,9 @@ from annotated_transformer.benchmarking import DECODING_LEVERS, TranslationBench
 from annotated_transformer.engines import quantize_int8
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, load_split
 from annotated_transformer.decoding import SearchOptions, beam_search
-from annotated_transformer.fast_decoding import decode_corpus
+from annotated_transformer.evaluation import decode_corpus
+from annotated_transformer.fast_decoding import fast_beam_search
+from annotated_transformer.fast_model import make_fast
 from annotated_transformer.data import sentence_ids
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX, PAD_IDX
 from annotated_transformer.evaluation import encode_sources
@@ -67,13 +69,14 @@ def test_bench_structure(setup):
 def test_fast_search_workers_and_int8(setup):
     m, codec, pairs = setup
     ids, _ = encode_sources(codec, [s for s, _ in pairs], 64)
-    ref = decode_corpus(m, ids, search=beam_search)
-    assert decode_corpus(m, ids) == ref                                          # fast_beam_search: the same ids
-    assert decode_corpus(m, ids, workers=2, batch_size=2) == ref                 # a worker per core: the same ids, in order
-    assert decode_corpus(m, ids, sort=False) == ref
+    ref = decode_corpus(m, ids, search=beam_search)                              # the paper's model and search
+    fast = make_fast(copy.deepcopy(m))                                           # the caller chooses the fast twins
+    assert decode_corpus(fast, ids, search=fast_beam_search) == ref              # fast_beam_search: the same ids
+    assert decode_corpus(fast, ids, search=fast_beam_search, workers=2, batch_size=2) == ref   # a worker per core, in order
+    assert decode_corpus(fast, ids, search=fast_beam_search, sort=False) == ref
     q = quantize_int8(m)
     assert isinstance(m.generator.proj, torch.nn.Linear)                          # the original is left as it was
-    assert len(decode_corpus(q, ids)) == len(ids)
+    assert len(decode_corpus(make_fast(q), ids, search=fast_beam_search)) == len(ids)
 
 
 def test_sentence_ids():

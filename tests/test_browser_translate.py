@@ -18,9 +18,10 @@ import torch
 
 from annotated_transformer.decoding import length_normalization
 from annotated_transformer.decoding import SearchOptions
-from annotated_transformer.fast_decoding import decode_corpus
+from annotated_transformer.fast_decoding import fast_beam_search
+from annotated_transformer.fast_model import make_fast
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX
-from annotated_transformer.evaluation import encode_sources, translate
+from annotated_transformer.evaluation import decode_corpus, encode_sources, translate
 
 ROOT = Path(__file__).resolve().parents[1]
 WEB = ROOT / "web"
@@ -146,7 +147,7 @@ def sentences(direction: str = "de-en") -> list[tuple[str, str]]:
 def python_model(direction: str):
     from annotated_transformer.pretrained import load_model
     model, codec, _ = load_model(direction)
-    return model.eval(), codec
+    return make_fast(model).eval(), codec                  # as the command line decodes
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +188,8 @@ def compare(model, codec, page_results, beam: int, direction: str = "de-en") -> 
     "Page ids vs the Python package's (`decode_corpus`, as `translate` runs it); every divergence explained or listed."
     srcs = [s for s, _ in sentences(direction)]
     src_ids, _ = encode_sources(codec, srcs, model.config.max_len)
-    py_ids = decode_corpus(model, src_ids, SearchOptions(beam_size=beam))
-    py_text = translate(model, codec, srcs, SearchOptions(beam_size=beam))
+    py_ids = decode_corpus(model, src_ids, SearchOptions(beam_size=beam), fast_beam_search)
+    py_text = translate(model, codec, srcs, SearchOptions(beam_size=beam), fast_beam_search)
     same, problems = 0, []
     for i, (r, ids, text, sids) in enumerate(zip(page_results, py_ids, py_text, src_ids)):
         assert r["srcIds"] == sids, (i, "tokenizer differs", r["srcIds"], sids)
@@ -260,7 +261,7 @@ def test_attention_matches_pytorch(loaded, reference):
     assert page.locator(".at-maps canvas").count() == 3
     page.select_option("#at-tr-head", "mean"); page.select_option("#at-tr-layer", "0")
     assert page.locator(".at-maps canvas").count() == 3
-    # one numbering for the book: layers and heads from 0, as chapter 18's figures and the `attention` command count them
+    # one numbering for the book: layers and heads from 0, as chapter 37's figures and the `attention` command count them
     n_layers = len(r["attention"]["cross"])
     assert page.locator("#at-tr-layer option").all_inner_texts() == [str(i) for i in range(n_layers)]
     assert page.locator("#at-tr-head option").all_inner_texts()[1:2] == ["0"]
@@ -273,7 +274,7 @@ def test_blank_and_over_long_input_as_the_package(loaded, reference):
     " sentence where the package does, with the package's words (issue 42)."
     page, _, _ = loaded
     model, codec = reference
-    assert translate(model, codec, ["   "]) == [""]
+    assert translate(model, codec, ["   "], search=fast_beam_search) == [""]
     bytes_before = page.evaluate("() => window.atTranslate.stats.bytes")
     for text in ("", "   \n\t"):
         r = page.evaluate("(t) => window.atTranslate.translate(t)", text)
@@ -355,7 +356,7 @@ def test_divergence_check_catches_a_real_difference(reference):
     "The divergence rule itself: a greedy path that leaves Python's argmax where it is no tie is reported."
     model, codec = reference
     src_ids, _ = encode_sources(codec, [s for s, _ in sentences()], model.config.max_len)
-    py = decode_corpus(model, src_ids, SearchOptions(beam_size=1))
+    py = decode_corpus(model, src_ids, SearchOptions(beam_size=1), fast_beam_search)
     fake = []
     for sids, ids in zip(src_ids, py):
         out = with_eos(ids, min(len(sids) + 50, model.config.max_len))
@@ -402,7 +403,7 @@ def test_whole_validation_set(loaded):
                                 " const o = await window.atTranslate.translate(x, {direction: d, beam: b});"
                                 " r.push([o.text, o.ids]); } return r; }", [srcs, direction, beam])
             seconds = time.perf_counter() - t0
-            py = decode_corpus(model, src_ids, SearchOptions(beam_size=beam))
+            py = decode_corpus(model, src_ids, SearchOptions(beam_size=beam), fast_beam_search)
             rows.append({"direction": direction, "beam": beam, "sentences": len(srcs),
                          "identical": sum(o[1] == p for o, p in zip(out, py)),
                          "bleu_browser": round(corpus_bleu([o[0] for o in out], refs).score, 2),

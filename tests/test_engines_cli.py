@@ -21,6 +21,7 @@ from annotated_transformer.engines import EngineOptions, open_engine, cache_prob
 from annotated_transformer.evaluation import encode_sources
 from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.pretrained import load_model
+from annotated_transformer.fast_model import make_fast
 from near_ties import near_tie
 from cli_run import run_main, messages, stop_at_batch
 
@@ -82,7 +83,7 @@ def test_engine_outputs_match_torch(cache, val_file, capsys, name, beam):
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     # the command line printed what the engines decode
     assert all(texts["torch"][i] == texts[name][i] for i in range(N) if i not in differ)
-    model = load_model("de-en")[0]                              # the fast model, unpacked: the reference
+    model = make_fast(load_model("de-en")[0])                   # the fast model, unpacked: the reference
     far = [i for i in differ if not near_tie(model, src[i], ours[i], theirs[i], beam)]
     print(f"[engines] {name} beam {beam}: {N - len(differ)}/{N} identical ids to torch, "
           f"{len(differ) - len(far)} near-ties, {len(far)} other differences")

@@ -259,7 +259,7 @@ def test_a_direction_mismatch_names_flags_not_keywords(capsys, flags, want):
 
 
 def test_layers_and_heads_are_numbered_from_0_everywhere():
-    "The figures of chapter 18 and the `attention` command count from 0; the browser page's menus and labels too."
+    "The figures of chapter 37 and the `attention` command count from 0; the browser page's menus and labels too."
     help_text = " ".join(build_parser().commands["attention"].format_help().split())
     assert "--layer LAYER layer, from 0" in help_text and "--head HEAD one head, from 0" in help_text
     js = (ROOT / "web/src/translate.js").read_text(encoding="utf-8")

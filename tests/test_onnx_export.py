@@ -36,13 +36,16 @@ def test_greedy_and_log_probs_match_pytorch(exported):
     from annotated_transformer.pretrained import load_model
     from annotated_transformer.evaluation import encode_sources
     from annotated_transformer.decoding import SearchOptions
-    from annotated_transformer.fast_decoding import decode_corpus
+    from annotated_transformer.evaluation import decode_corpus
+    from annotated_transformer.fast_decoding import fast_beam_search
+    from annotated_transformer.fast_model import make_fast
     from annotated_transformer.onnx_export import OnnxTranslator, graph_greedy, teacher_forced, parting_gap
     torch.set_num_threads(1)
     model, codec, _ = load_model("de-en")
+    model = make_fast(model)                                   # as the command line decodes
     ort_model = OnnxTranslator(exported)
     ids, _ = encode_sources(codec, SENTENCES, model.config.max_len)
-    ours = decode_corpus(model, ids, SearchOptions(beam_size=1))
+    ours = decode_corpus(model, ids, SearchOptions(beam_size=1), fast_beam_search)
     for src, o in zip(ids, ours):
         theirs = graph_greedy(ort_model.encoder, ort_model.step, np.array([src]), len(src) + 50)
         ref = teacher_forced(model, o + [2], src)

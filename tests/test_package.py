@@ -36,7 +36,7 @@ def test_the_cli_imports_the_chapters_and_no_chapter_imports_the_cli():
     pkg = Path(annotated_transformer.__file__).parent
     cli = (pkg / "cli.py").read_text(encoding="utf-8")
     assert "importlib" not in cli and "import_module" not in cli
-    for mod in ("copy_task", "multi30k", "model_variations", "attention_maps", "performance", "ctranslate2_export"):
+    for mod in ("copy_task", "multi30k", "model_variations", "attention_maps", "benchmarking", "ctranslate2_export"):
         assert re.search(rf"^from (\.|annotated_transformer\.){mod} import", cli, re.M), mod
     for f in pkg.glob("*.py"):
         if f.name in ("cli.py", "__main__.py", "_modidx.py"): continue

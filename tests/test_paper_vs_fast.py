@@ -9,10 +9,10 @@ import copy, gzip, os
 from pathlib import Path
 import pytest, torch
 from annotated_transformer.pretrained import load_model
-from annotated_transformer.evaluation import encode_sources
+from annotated_transformer.evaluation import decode_corpus, encode_sources
 from annotated_transformer.decoding import SearchOptions, beam_search
-from annotated_transformer.fast_decoding import decode_corpus
-from annotated_transformer.fast_model import make_paper, is_fast
+from annotated_transformer.fast_decoding import fast_beam_search
+from annotated_transformer.fast_model import make_fast, is_fast
 from near_ties import near_tie
 
 N_SENTENCES = 120      # validation sentences per direction (the closing note's run used 300)
@@ -27,8 +27,8 @@ def _val(lang: str, n: int) -> list[str]:
 @pytest.fixture(scope="module", params=["de-en", "en-de"])
 def pair(request):
     torch.set_num_threads(1)
-    fast, codec, _ = load_model(request.param)
-    paper = make_paper(copy.deepcopy(fast))
+    paper, codec, _ = load_model(request.param)                      # as saved: the paper's classes
+    fast = make_fast(copy.deepcopy(paper))                            # as the command line runs it
     ids, _ = encode_sources(codec, _val(request.param[:2], N_SENTENCES), fast.config.max_len)
     return request.param, fast, paper, ids
 
@@ -38,7 +38,7 @@ def test_paper_and_fast_decode_the_same_ids(pair, beam):
     direction, fast, paper, ids = pair
     assert is_fast(fast) and not is_fast(paper)
     readable = decode_corpus(paper, ids, SearchOptions(beam_size=beam), search=beam_search)   # chapter 14 on the paper's classes
-    quick = decode_corpus(fast, ids, SearchOptions(beam_size=beam))                   # chapter 23 on the fast twins
+    quick = decode_corpus(fast, ids, SearchOptions(beam_size=beam), fast_beam_search)   # chapter 23 on the fast twins
     differ = [i for i, (a, b) in enumerate(zip(readable, quick)) if a != b]
     unexplained = [i for i in differ if not near_tie(paper, ids[i], readable[i], quick[i], beam)]
     print(f"[paper vs fast] {direction} beam {beam}: {len(ids) - len(differ)}/{len(ids)} identical, "
@@ -51,7 +51,7 @@ def test_n_best_lists_agree(pair):
     direction, fast, paper, ids = pair
     few = ids[:30]
     a = decode_corpus(paper, few, SearchOptions(beam_size=4, n_best=4), search=beam_search)
-    b = decode_corpus(fast, few, SearchOptions(beam_size=4, n_best=4))
+    b = decode_corpus(fast, few, SearchOptions(beam_size=4, n_best=4), fast_beam_search)
     same = sum([h for _, h in x] == [h for _, h in y] for x, y in zip(a, b))
     assert same >= len(few) - 1, f"{direction}: n-best lists identical on {same}/{len(few)}"
     for x, y in zip(a, b):

@@ -8,7 +8,7 @@ CHILD = textwrap.dedent("""
     import multiprocessing as mp, time, torch
     from annotated_transformer.cli import _signals_stop
     from annotated_transformer.decoding import SearchOptions
-    from annotated_transformer.fast_decoding import decode_corpus, _worker_init
+    from annotated_transformer.evaluation import decode_corpus, _worker_init
     from annotated_transformer.model import create_transformer
     torch.manual_seed(0)
     model = create_transformer(20, 20, "tiny").eval()

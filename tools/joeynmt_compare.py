@@ -42,7 +42,7 @@ teacher-forced log-probs of JoeyNMT's model on validation sentences against ours
 the patches below, and greedy ids on 100 validation sentences (-> verify.json, copied into the decode result).
 `decode` starts `tools/joeynmt_driver.py` in JoeyNMT's venv as a long-lived process (the model loaded once, one
 JSON request per line; it reports the wall time of JoeyNMT's `predict` call), then times it and our
-`decode_corpus(pack_linears(model), …)` (what the CLI's `translate` runs) in turn, one warm-up and `--rounds`
+`decode_corpus(pack_linears(make_fast(model)), …, fast_beam_search)` (what the CLI's `translate` runs) in turn, one warm-up and `--rounds`
 timed rounds, on the same thread count, over the same 64-sentence batches (JoeyNMT gets the sentences in our
 length-sorted order); both outputs are detokenized by our codec and scored by sacreBLEU on the raw references.
 
@@ -603,7 +603,9 @@ def cmd_convert(a):
     "Write the JoeyNMT checkpoint, config.yaml and vocab.txt of our shipped model, then verify them."
     import torch, yaml
     from annotated_transformer.pretrained import load_model
+    from annotated_transformer.fast_model import make_fast
     model, codec, meta = load_model(a.model)
+    model = make_fast(model)                                          # as the command line decodes
     folder = _decode_dir(a)
     folder.mkdir(parents=True, exist_ok=True)
     sd, bias = joey_state_dict(model)
@@ -673,7 +675,8 @@ def verify_conversion(a, model, codec, n_score: int = 8, n_greedy: int = 100, to
     from annotated_transformer.data import load_split
     from annotated_transformer.evaluation import encode_sources
     from annotated_transformer.decoding import SearchOptions
-    from annotated_transformer.fast_decoding import decode_corpus
+    from annotated_transformer.evaluation import decode_corpus
+    from annotated_transformer.fast_decoding import fast_beam_search
     folder, order = _decode_dir(a), joey_order(model.config.tgt_vocab_size)
     pairs = load_split("val", download=False)[:max(n_score, n_greedy)]
     src, _ = encode_sources(codec, [s for s, _ in pairs], model.config.max_len)
@@ -709,7 +712,7 @@ def verify_conversion(a, model, codec, n_score: int = 8, n_greedy: int = 100, to
         res["patched" if patched else "unpatched"] = {
             "patches": info["patches"], "max_abs_diff_logprob": full, "max_abs_diff_logprob_gold": at_gold,
             "within_tolerance": full <= tol}
-    ours_g = decode_corpus(model, src[:n_greedy], SearchOptions(beam_size=1), batch_size=64)
+    ours_g = decode_corpus(model, src[:n_greedy], SearchOptions(beam_size=1), fast_beam_search, batch_size=64)
     joey_g = [from_joey(t, order) for t in g["tokens"]]
     differ = [k for k, (x, y) in enumerate(zip(ours_g, joey_g)) if x != y]
     gaps = []
@@ -739,14 +742,15 @@ def cmd_decode(a):
     from annotated_transformer.data import load_split
     from annotated_transformer.evaluation import encode_sources
     from annotated_transformer.decoding import SearchOptions
-    from annotated_transformer.fast_decoding import decode_corpus
-    from annotated_transformer.fast_model import pack_linears
+    from annotated_transformer.evaluation import decode_corpus
+    from annotated_transformer.fast_decoding import fast_beam_search
+    from annotated_transformer.fast_model import make_fast, pack_linears
     from annotated_transformer.runtime import interleaved_times
     from annotated_transformer.benchmarking import machine_record, with_threads
     folder = _decode_dir(a)
     if not (folder / "model.ckpt").is_file(): sys.exit(f"{folder}/model.ckpt not found: run `convert` first")
     model, codec, meta = load_model(a.model)
-    fast = pack_linears(model)                                         # as the CLI's `translate` runs it
+    fast = pack_linears(make_fast(model))                              # as the CLI's `translate` runs it
     pairs = load_split(a.split, download=False)[:a.n]
     refs = [t for _, t in pairs]
     ids, cut = encode_sources(codec, [s for s, _ in pairs], model.config.max_len)
@@ -764,8 +768,9 @@ def cmd_decode(a):
                         "joeynmt": {"max_output_length": max_out, "min_output_length": 0,
                                     "batch_type": "sentence", "input_order": "ours, sorted by source length",
                                     "timed": "its predict() call, as the driver measures it"},
-                        "ours": {"call": "decode_corpus(pack_linears(model), ids, SearchOptions(beam_size, "
-                                         "length_penalty), batch_size)", "extra_len": opts.extra_len,
+                        "ours": {"call": "decode_corpus(pack_linears(make_fast(model)), ids, SearchOptions("
+                                         "beam_size, length_penalty), fast_beam_search, batch_size)",
+                                 "extra_len": opts.extra_len,
                                  "timed": "the call, in this process"}},
            "deviations": DECODE_DEVIATIONS, "mapping": DECODE_MAPPING,
            "cpu_vendor": cpu_vendor(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -785,7 +790,7 @@ def cmd_decode(a):
             hyps = [None] * len(ids)
             for i, t in zip(sorted_idx, r["tokens"]): hyps[i] = from_joey(t, order)
             outs["joeynmt"] = hyps
-        def ours(): outs["ours"] = decode_corpus(fast, ids, opts, batch_size=a.batch_size)
+        def ours(): outs["ours"] = decode_corpus(fast, ids, opts, fast_beam_search, batch_size=a.batch_size)
         print(f"threads {T}: warm-up + {a.rounds} rounds of JoeyNMT and ours, in turn", flush=True)
         load = [os.getloadavg()[0]]                                    # a busy machine shows here
         wall = interleaved_times({"joeynmt": joey, "ours": with_threads(T, ours)}, a.rounds, 1)

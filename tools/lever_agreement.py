@@ -12,31 +12,33 @@ from functools import partial
 from annotated_transformer.ctranslate2_export import resolve_translator
 from annotated_transformer.benchmarking import bleu_tokens, machine_record
 from annotated_transformer.data import load_split
-from annotated_transformer.evaluation import encode_sources
+from annotated_transformer.evaluation import encode_sources, decode_corpus
 from annotated_transformer.decoding import SearchOptions
-from annotated_transformer.fast_decoding import SearchLevers, decode_corpus, fast_beam_search
+from annotated_transformer.fast_decoding import SearchLevers, fast_beam_search
 from annotated_transformer.fast_model import ModelLevers, make_fast, pack_linears
 from annotated_transformer.runtime import bf16_native
 torch.set_num_threads(1)
 out = {**machine_record("python tools/lever_agreement.py " + " ".join(sys.argv[1:])), "runs": {}}
 for name in ("de-en", "en-de"):
     m, codec, _ = resolve_translator(name)
+    m = make_fast(m)                                   # the command line's model and search
+    decode = lambda model, search=fast_beam_search: decode_corpus(model, ids, search=search)
     pairs = load_split("val", src=name[:2], tgt=name[3:])
     ids = encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
     refs = [t for _, t in pairs]
     p = pack_linears(m)
-    on = decode_corpus(p, ids)
+    on = decode(p)
     agree = lambda off: {"identical": sum(a == b for a, b in zip(on, off)),
                          "bleu_off": round(bleu_tokens(codec, off, refs)[0], 2)}
     r = {"sentences": len(ids), "bleu_on": round(bleu_tokens(codec, on, refs)[0], 2),
-         "single_query off": agree(decode_corpus(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)), ids)),
-         **{f"{what} off": agree(decode_corpus(p, ids, search=partial(fast_beam_search, levers=SearchLevers(**lever))))
+         "single_query off": agree(decode(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)))),
+         **{f"{what} off": agree(decode(p, partial(fast_beam_search, levers=SearchLevers(**lever))))
             for what, lever in (("topk by chunks", dict(topk_chunk=0)),
                                 ("shared cross rows", dict(lazy_cross=False)),
                                 ("deferred reorder", dict(deferred_reorder=False)))}}
     if bf16_native():
         b = pack_linears(m, torch.bfloat16)
-        b_on, b_off = decode_corpus(b, ids), decode_corpus(make_fast(copy.deepcopy(b), ModelLevers(single_query=False)), ids)
+        b_on, b_off = decode(b), decode(make_fast(copy.deepcopy(b), ModelLevers(single_query=False)))
         r["bf16"] = {"identical_to_float32": sum(a == c for a, c in zip(on, b_on)),
                      "bleu": round(bleu_tokens(codec, b_on, refs)[0], 2),
                      "single_query off, identical": sum(a == c for a, c in zip(b_on, b_off)),

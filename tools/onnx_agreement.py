@@ -2,8 +2,9 @@
 
 Exports each shipped model (`export_onnx`), decodes the 1,014 Multi30k validation sentences greedily with ONNX
 Runtime (`graph_greedy` over `OnnxTranslator`, one sentence at a time, as the page does) and with our package
-(`decode_corpus`, beam 1, batches of 64), and counts the sentences whose ids are identical; then beam 4 (α 0.6)
-by chapter 14's `decode_corpus` on both engines (`OnnxModel`), counted the same way. Where they differ,
+as the command line runs it (`decode_corpus` with `fast_beam_search` on the fast twins, beam 1, batches of 64), and
+counts the sentences whose ids are identical; then beam 4 (α 0.6) by the same search on both engines (`OnnxModel`),
+counted the same way. Where they differ,
 the gap between PyTorch's two best log-probs at the step where the outputs part is recorded: a near-tie (< 1e-3)
 is the allowed kind of difference between two different computations. Both outputs are scored with sacreBLEU.
 
@@ -24,7 +25,9 @@ def main(argv=None):
     from annotated_transformer.pretrained import load_model
     from annotated_transformer.data import load_split
     from annotated_transformer.decoding import SearchOptions
-    from annotated_transformer.fast_decoding import decode_corpus
+    from annotated_transformer.evaluation import decode_corpus
+    from annotated_transformer.fast_decoding import fast_beam_search
+    from annotated_transformer.fast_model import make_fast
     from annotated_transformer.evaluation import encode_sources, corpus_bleu
     from annotated_transformer.onnx_export import (export_onnx, OnnxTranslator, OnnxModel, graph_greedy,
                                                    teacher_forced, parting_gap)
@@ -34,10 +37,11 @@ def main(argv=None):
     for direction in a.directions:
         s, t = direction.split("-")
         model, codec, _ = load_model(direction)
+        model = make_fast(model)                                         # as the command line decodes
         pairs = load_split("val", None, a.limit, download=False, src=s, tgt=t)
         ids, _ = encode_sources(codec, [x for x, _ in pairs], model.config.max_len)
         t0 = time.perf_counter()
-        ours = decode_corpus(model, ids, SearchOptions(beam_size=1))
+        ours = decode_corpus(model, ids, SearchOptions(beam_size=1), fast_beam_search)
         t_torch = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
             ort_model = OnnxTranslator(export_onnx(direction, Path(d) / direction))
@@ -45,8 +49,8 @@ def main(argv=None):
             theirs = [graph_greedy(ort_model.encoder, ort_model.step, np.array([x]),
                                    min(len(x) + 50, model.config.max_len)) for x in ids]
             t_onnx = time.perf_counter() - t0
-            beam_ours = decode_corpus(model, ids, SearchOptions(beam_size=4))          # chapter 14's search on both engines
-            beam_onnx = decode_corpus(OnnxModel(ort_model, model.config), ids, SearchOptions(beam_size=4))
+            beam_ours = decode_corpus(model, ids, SearchOptions(beam_size=4), fast_beam_search)   # one search, both engines
+            beam_onnx = decode_corpus(OnnxModel(ort_model, model.config), ids, SearchOptions(beam_size=4), fast_beam_search)
         theirs = [[i for i in h if i != 2] for h in theirs]          # without </s>, as ours
         gaps = []
         for x, o, h in zip(ids, ours, theirs):

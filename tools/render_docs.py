@@ -8,6 +8,11 @@ turned into Quarto cell options). Each is turned into Pandoc Markdown the way Qu
 writes one standalone page per notebook with MathML math (rendered natively by the browser: no network, no
 MathJax), figures embedded as data URIs and a sidebar built from `sidebar.yml`.
 
+Backticked names are links, as on the site: nbdev's doclinks (`nbdev-proc-nbs` runs them) turn each name of the
+package into a link to the page that documents it, on the published site (`doc_host` + `doc_baseurl`). The preview
+points the same links at its own pages (`decoding.html#beam_search`), so they work offline and the browser test
+follows them; `Page.doc_links` lists them.
+
     python tools/render_docs.py --process     # -> test-output/docs/html/index.html
     python tools/render_docs.py --proc _proc --out some/folder
 
@@ -58,6 +63,30 @@ def _fence(text: str, classes: str = "") -> str:
 def _is_false(v) -> bool: return v is False or str(v).lower() == "false"
 
 
+def site_url(root: Path = ROOT) -> str | None:
+    "The address nbdev's doclinks start with: `doc_host` + `doc_baseurl` from the package's index (_modidx.py)."
+    import ast
+    try:
+        tree = ast.parse((root / "annotated_transformer" / "_modidx.py").read_text(encoding="utf-8"))
+        d = ast.literal_eval(next(n.value for n in tree.body if isinstance(n, ast.Assign)))
+        st = d["settings"]
+        return st["doc_host"].rstrip("/") + "/" + st["doc_baseurl"].strip("/") + "/"
+    except (OSError, StopIteration, KeyError, ValueError, SyntaxError): return None
+
+
+SITE = site_url()
+
+
+def local_doc_links(md: str, page: "Page | None" = None, site: str | None = SITE) -> str:
+    "nbdev's doclinks to the published site (`[`name`](SITE/page.html#anchor)`) as links to the preview's pages."
+    if not site: return md
+    def local(m):
+        href = m[2][len(site):]
+        if page is not None: page.doc_links.append((m[1], href))
+        return f"[{m[1]}]({href})"
+    return re.sub(r"\[(`[^`\]]+`)\]\((" + re.escape(site) + r"[^)\s]*)\)", local, md)
+
+
 @dataclass
 class Page:
     "One rendered notebook and what the browser should find in it."
@@ -70,6 +99,7 @@ class Page:
     show_docs: list = field(default_factory=list)   # names documented by show_doc
     pandoc_warnings: list = field(default_factory=list)
     long_unfolded: list = field(default_factory=list)  # (first line, n_lines) of long code cells shown unfolded
+    doc_links: list = field(default_factory=list)   # (name, href) of each doclink, href made relative
 
 
 class NotebookToMarkdown:
@@ -91,7 +121,7 @@ class NotebookToMarkdown:
                     body = src.strip().strip("-").strip()
                     self.meta = yaml.safe_load(body) or {}
                 else: parts.append(src)
-            elif c["cell_type"] == "markdown": parts.append(self._xref(src))
+            elif c["cell_type"] == "markdown": parts.append(self._xref(local_doc_links(src, self.page)))
             elif c["cell_type"] == "code": parts.append(self._code(c, src))
         p = self.page
         p.html = self.meta.get("output-file", p.html)
@@ -155,7 +185,7 @@ class NotebookToMarkdown:
                     elif "text/html" in d:
                         out.append(f"::: {{.cell-output .cell-output-display}}\n```{{=html}}\n{_src(d['text/html'])}\n```\n:::")
                     elif "text/markdown" in d:
-                        md = _src(d["text/markdown"])
+                        md = local_doc_links(_src(d["text/markdown"]), self.page)
                         out.append(md if str(opts.get("output")) == "asis"
                                    else f"::: {{.cell-output .cell-output-display}}\n{md}\n:::")
                     elif "text/latex" in d:

@@ -57,16 +57,19 @@ def main():
     from annotated_transformer.data import load_split
     from annotated_transformer.evaluation import encode_sources
     from annotated_transformer.decoding import SearchOptions
-    from annotated_transformer.fast_decoding import decode_corpus
+    from annotated_transformer.evaluation import decode_corpus
+    from annotated_transformer.fast_decoding import fast_beam_search
+    from annotated_transformer.fast_model import make_fast
     from annotated_transformer.ctranslate2_export import export_ctranslate2, load_ctranslate2, decode_ctranslate2
     from annotated_transformer.benchmarking import machine_record
     torch.set_num_threads(1)
     model, codec, meta = load_model(a.model)
-    model.eval()
+    model = make_fast(model).eval()                                  # as the command line decodes
     pairs = load_split(a.split, src=meta["src_lang"], tgt=meta["tgt_lang"])[:a.sentences]
     refs = [t for _, t in pairs]
     ids, _ = encode_sources(codec, [s for s, _ in pairs], model.config.max_len)
-    kw = dict(options=SearchOptions(beam_size=a.beam_size, length_penalty=a.length_penalty, early_stop=a.early_stop))
+    kw = dict(options=SearchOptions(beam_size=a.beam_size, length_penalty=a.length_penalty, early_stop=a.early_stop),
+              search=fast_beam_search)
     with torch.inference_mode():
         t0 = time.perf_counter(); ours = decode_corpus(model, ids, **kw); t_ours = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:

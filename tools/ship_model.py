@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 from annotated_transformer.data import TEST_SPLITS, TATOEBA, TEST_SET_INFO, load_split, available_test_splits
 from annotated_transformer.evaluation import score_sets
+from annotated_transformer.fast_decoding import fast_beam_search
+from annotated_transformer.fast_model import make_fast
 from annotated_transformer.decoding import SearchOptions   # beam 4, α 0.6 (§6.1)
 from annotated_transformer.pretrained import (MODELS_DIR, SHIPPED, export_model, load_model, load_translator,
     file_sha256, SUMS, CARD)
@@ -76,11 +78,13 @@ def replace_sections(card: str, sections: dict) -> str:
 def rescore(name: str, argv: list[str]):
     "Score the shipped model `name` as it is now; write nbs/models/NAME.json and the card's score sections."
     model, codec, meta = load_model(name)
+    model = make_fast(model)                                   # scored as the command line decodes
     src, tgt, options = meta["src_lang"], meta["tgt_lang"], SearchOptions()
     names = ["val", *[s for s in available_test_splits() if s in (*TEST_SPLITS, TATOEBA)]]
     sets = {s: load_split(s, src=src, tgt=tgt) for s in names}
-    rows = score_sets(model, codec, sets, options, progress=True)
-    subset = score_sets(model, codec, {"test_2016_flickr": sets["test_2016_flickr"][:CI_SUBSET]}, options)[0]
+    rows = score_sets(model, codec, sets, options, fast_beam_search, progress=True)
+    subset = score_sets(model, codec, {"test_2016_flickr": sets["test_2016_flickr"][:CI_SUBSET]}, options,
+                        fast_beam_search)[0]
     path = Path("nbs/models") / f"{name}.json"
     scores = json.loads(path.read_text(encoding="utf-8"))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -111,15 +115,18 @@ def main(argv=None):
     out = MODELS_DIR / a.name
     export_model(a.checkpoint, out, a.storage_dtype)                       # data files first: the card comes last
     model, codec, meta = load_model(out)
+    model = make_fast(model)                                   # scored as the command line decodes
     src, tgt = meta["src_lang"], meta["tgt_lang"]
     names = ["val", *[s for s in available_test_splits() if s in (*TEST_SPLITS, TATOEBA)]]
     sets = {s: load_split(s, src=src, tgt=tgt) for s in names}
     t = time.perf_counter()
-    rows = score_sets(model, codec, sets, SearchOptions(), progress=True)
+    rows = score_sets(model, codec, sets, SearchOptions(), fast_beam_search, progress=True)
     minutes_eval = (time.perf_counter() - t) / 60
-    subset = score_sets(model, codec, {"test_2016_flickr": sets["test_2016_flickr"][:CI_SUBSET]}, SearchOptions())[0]
+    subset = score_sets(model, codec, {"test_2016_flickr": sets["test_2016_flickr"][:CI_SUBSET]}, SearchOptions(),
+                        fast_beam_search)[0]
     fp32, fcodec, _ = load_translator(a.checkpoint)
-    ref = {r["set"]: r for r in score_sets(fp32, fcodec, {s: sets[s] for s in ("val", "test_2016_flickr")}, SearchOptions())}
+    ref = {r["set"]: r for r in score_sets(make_fast(fp32), fcodec, {s: sets[s] for s in ("val", "test_2016_flickr")},
+                                           SearchOptions(), fast_beam_search)}
     got = {r["set"]: r for r in rows}
     table = [{"set": r["set"], "sentences": r["sentences"], "BLEU": f"{r['bleu']:.2f}", "chrF": f"{r['chrf']:.2f}",
               "what it is": TEST_SET_INFO.get(r["set"], "Multi30k validation set (model selection)")} for r in rows]

@@ -9,6 +9,8 @@ from annotated_transformer.checkpoints import average_checkpoints, load_checkpoi
 from annotated_transformer.data import load_split, codec_from_dict
 from annotated_transformer.evaluation import evaluate_bleu
 from annotated_transformer.decoding import SearchOptions
+from annotated_transformer.fast_decoding import fast_beam_search
+from annotated_transformer.fast_model import make_fast
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 name, src, tgt, *specs = sys.argv[1:]
 keep = Path(f"runs/keep-{name}")
@@ -18,10 +20,10 @@ for spec in specs:
     label, steps = spec.split("=")
     paths = [keep / f"step_{int(s):08d}.pt" for s in steps.split(",")]
     ck = average_checkpoints(paths) if len(paths) > 1 else load_checkpoint(paths[0])
-    model = model_from_checkpoint(ck).eval()
+    model = make_fast(model_from_checkpoint(ck)).eval()        # as the command line decodes
     codec = codec_from_dict(ck["extra"]["vocab"], ck["config"])
     t = time.perf_counter()
-    bleu, _ = evaluate_bleu(model, codec, val, SearchOptions(beam_size=4, length_penalty=0.6))
+    bleu, _ = evaluate_bleu(model, codec, val, SearchOptions(beam_size=4, length_penalty=0.6), fast_beam_search)
     row = {"run": name, "label": label, "steps": [int(s) for s in steps.split(",")],
            "val_bleu": round(bleu.score, 2), "signature": bleu.signature,
            "decode_s": round(time.perf_counter() - t, 1), "threads": torch.get_num_threads(),
