@@ -581,8 +581,7 @@ def train_copy_command(args) -> int:
                  else None if args.epochs else COPY_MAX_STEPS)
     kw = dict(preset=args.preset, batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
               lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
-              clip_grad=args.clip_grad,
-              n_train=args.max_train_pairs)
+              clip_grad=args.clip_grad, n_train=args.max_train_pairs)
     # flags not given: the recipe's defaults
     recipe = CopyRecipe(seed=seed, **{k: v for k, v in kw.items() if v is not None})
     with distributed_session(args.device if args.device else "cpu") as ctx:
@@ -667,6 +666,7 @@ def _direction_in_flags(e: DirectionMismatch, args) -> ValueError:
     return ValueError(f"{what} translates {e.have[0]}→{e.have[1]}, not {s}→{t}: use {shipped}a model "
                       f"trained by `annotated-transformer train --src {s} --tgt {t}`")
 
+# %% ../nbs/92_cli.ipynb #d5366dd7
 def _open_engine(args):
     "The engine that translate's and evaluate's --engine, --compute-type and model flags ask for."
     _check_output(getattr(args, "output", None))

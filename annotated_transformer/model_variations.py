@@ -123,8 +123,7 @@ def run_variant(variant: Variant,              # what to change
                 base: dict=BASE,               # the base model
                 data_dir=None,                 # data root (chapter 13)
                 max_train_pairs: int|None=None, # use only the first N training pairs (smoke runs)
-                # score only the first N development sentences (smoke runs)
-                max_eval_sentences: int|None=None,
+                max_eval_sentences: int|None=None, # score only the first N dev sentences (smoke)
                 progress: bool=False,          # tqdm bars
                 transform: Callable|None=None, # `RunOptions.transform` (the command line: `make_fast`)
                 search: Callable|None=None,    # `RunOptions.search` (the command line: `fast_beam_search`)
