@@ -10,10 +10,11 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from .encoder_decoder import check_activations, check_mask
 
 # %% auto #0
-__all__ = ['padding_mask', 'causal_mask', 'target_mask', 'check_mask', 'scaled_dot_product_attention', 'fused_attention',
-           'MultiHeadAttention', 'copy_mha_to_torch']
+__all__ = ['padding_mask', 'causal_mask', 'target_mask', 'scaled_dot_product_attention', 'fused_attention', 'MultiHeadAttention',
+           'copy_mha_to_torch']
 
 # %% ../nbs/02_attention.ipynb #63c73dea
 def padding_mask(tokens: torch.Tensor, # (batch, seq_len) int64 token ids
@@ -35,24 +36,6 @@ def target_mask(tgt: torch.Tensor, # (batch, tgt_len) int64 target input ids
                ) -> torch.Tensor:  # (batch, 1, tgt_len, tgt_len) bool
     "Decoder self-attention mask: padding mask AND causal mask."
     return padding_mask(tgt, pad_idx) & causal_mask(tgt.shape[1], tgt.device)
-
-# %% ../nbs/02_attention.ipynb #38855041
-def check_mask(mask: torch.Tensor|None, # the mask to check
-               shape: tuple,            # the attention-score shape (batch, heads, q_len, k_len)
-               name: str="mask",        # name used in the error
-              ):
-    "`TypeError` unless `mask` is bool, `ValueError` unless it broadcasts to `shape` (§3.2.3)."
-    if mask is None: return
-    if mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}")
-    # more dims than the scores: a 4-D mask on 3-D scores
-    too_many = mask.dim() > min(4, len(shape))
-    # a size that is neither 1 nor the scores' would pair the wrong entries
-    if too_many or any(m not in (1, s) for m, s in zip(mask.shape[::-1], shape[::-1])):
-        names = {4: "(batch, heads, q_len, k_len)", 3: "(batch, q_len, k_len)"}
-        dims = names.get(len(shape), "scores")
-        raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to "
-                         f"{dims} = {tuple(shape)}")
 
 # %% ../nbs/02_attention.ipynb #4299b87c
 def scaled_dot_product_attention(
@@ -104,8 +87,7 @@ class MultiHeadAttention(nn.Module):
                  n_heads: int,          # h
                  # dropout on the attention weights (not P_drop); the paper has none
                  attn_dropout: float=0.0,
-                 # per-head key/value size; None: d_model / h (the paper's; Table 3 (B) varies it)
-                 d_k: int|None=None,
+                 d_k: int|None=None,    # per-head key/value size (None: d_model / h; Table 3 (B))
                 ):
         super().__init__()
         if d_k is None and d_model % n_heads:
@@ -115,7 +97,6 @@ class MultiHeadAttention(nn.Module):
         self.in_proj = nn.Linear(d_model, 3 * self.inner) # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(self.inner, d_model)    # W^O
         self.attn_dropout = attn_dropout
-
     def forward(self,
                 query: torch.Tensor,  # (batch, q_len, d_model)
                 key: torch.Tensor,    # (batch, k_len, d_model)
@@ -124,6 +105,11 @@ class MultiHeadAttention(nn.Module):
                 mask: torch.Tensor|None=None,
                ) -> torch.Tensor:     # (batch, q_len, d_model)
         "softmax(QKᵀ/√d_k)V per head, the heads concatenated, then W^O (§3.2.2)."
+        d, call = self.d_model, "MultiHeadAttention"
+        check_activations(query, d, "query", call)
+        check_activations(key, d, "key", call, lead=query.shape[:1])
+        check_activations(value, d, "value", call, lead=key.shape[:2], swap="mask")
+        check_mask(mask, (query.shape[0], self.n_heads, query.shape[1], key.shape[1]), "mask", call)
         (W_q, W_k, W_v), (b_q, b_k, b_v) = self.in_proj.weight.chunk(3), self.in_proj.bias.chunk(3)
         q = self.split_heads(F.linear(query, W_q, b_q))   # (batch, heads, q_len, d_k)
         k = self.split_heads(F.linear(key, W_k, b_k))     # (batch, heads, k_len, d_k)
@@ -131,9 +117,7 @@ class MultiHeadAttention(nn.Module):
         p = self.attn_dropout if self.training else 0.0
         x = fused_attention(q, k, v, mask, p)             # (batch, heads, q_len, d_v)
         return self.out_proj(x.transpose(1, 2).flatten(2))  # (batch, q_len, h·d_v) -> d_model
-
-    def split_heads(self, x: torch.Tensor, # (batch, len, h·d_k)
-                   ) -> torch.Tensor:      # (batch, heads, len, d_k)
+    def split_heads(self, x: torch.Tensor):  # (batch, len, h·d_k) -> (batch, heads, len, d_k)
         return x.unflatten(-1, (self.n_heads, self.d_k)).transpose(1, 2)
 
 # %% ../nbs/02_attention.ipynb #32aba5ef

@@ -14,7 +14,7 @@ from torch import nn
 from .model import Transformer, TransformerConfig, RETIRED_FIELDS
 from fastcore.basics import patch
 from .runtime import (unwrap_model, dist_rank_world, get_rng_state, set_rng_state,
-                                           TrainingInterrupted, atomic_file)
+                                           TrainingInterrupted, atomic_file, plural)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'save_checkpoint', 'load_checkpoint', 'check_config', 'model_from_checkpoint',
@@ -279,7 +279,7 @@ class Checkpointer:
         "Rank 0: delete a killed save's temporary files, and say so."
         if self.dir is None or dist_rank_world()[0] != 0: return
         gone = remove_leftovers(self.dir)
-        if gone: log(f"removed {len(gone)} leftover temporary file(s) of an interrupted save "
+        if gone: log(f"removed {plural(len(gone), 'leftover temporary file')} of an interrupted save "
                      f"from {self.dir}: "
                      + ", ".join(p.name for p in gone))
 

@@ -6,14 +6,16 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/cli.html.md"
 
 # %% ../nbs/92_cli.ipynb #b3c08d29
 from __future__ import annotations
-import argparse, contextlib, functools, inspect, itertools, json, math, os, shlex, shutil, signal, sys
+import argparse, contextlib, functools, gzip, inspect, itertools, json, math, os, shlex, shutil, signal, sys
 import threading, time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterable
 import torch
 from fastcore.docments import docments
 from . import __version__
-from .runtime import default_device, distributed_session, atomic_file
+from annotated_transformer.runtime import (default_device, distributed_session, atomic_file, growing_file,
+    plural)
 from .checkpoints import (latest_checkpoint, load_checkpoint, save_checkpoint,
     model_from_checkpoint, checkpoint_path, average_checkpoints, RecipeMismatch)
 from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_split,
@@ -21,7 +23,7 @@ from .data import (DATA_ENV, Corpus, iter_lines, ensure_splits, default_test_spl
 from .evaluation import translate, nbest_row, score_table
 from .copy_task import COPY_MAX_STEPS, COPY_FIT, CopyRecipe, train_copy, copy_scores
 from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
-    default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch)
+    default_recipe_name, default_checkpoint_dir, open_run_dir, RunDirMismatch, checkpoint_step)
 from .model_variations import BASE, STEPS, VariantRun, run_variations, variations_table
 from .attention_maps import KINDS, save_attention_maps
 from .ctranslate2_export import export_ctranslate2
@@ -33,10 +35,10 @@ from .decoding import MAX_LENGTH_PENALTY, SearchOptions
 from .fast_model import make_fast, cached_greedy_decode, pack_linears, enlarge_onednn_cache
 from .fast_decoding import fast_beam_search
 from .engines import (COMPUTE_TYPES, ENGINES, EngineOptions, open_engine,
-    translate_lines, score_engine_sets)
+    translate_lines, score_engine_sets, reads_as_target)
 
 # %% auto #0
-__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
+__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'LANGUAGES', 'COMMANDS', 'positive_int', 'non_negative_int', 'name_list',
            'non_negative_float', 'positive_float', 'length_penalty_arg', 'smoothing_arg', 'lang_code', 'vocab_arg',
            'Options', 'add_field', 'build_parser', 'train_command', 'train_multi30k_command', 'train_copy_command',
            'search_options', 'translate_command', 'average_command', 'eval_corpus', 'evaluate_command',
@@ -131,6 +133,10 @@ class Options:
     # faster, may miss a better, longer translation
     early_stop: bool = False
     batch_size: int = 64             # sentences decoded together
+    # lines read, sorted by length and decoded together; each window is written as soon as it is
+    # done, so a stop keeps every finished window and memory holds one (default: the engine's, 512
+    # lines; CTranslate2 1,024 per worker)
+    window: int|None = None
     max_train_pairs: int|None = None # use only the first N training pairs
     json: bool = False               # print the result as one JSON object
 
@@ -254,7 +260,9 @@ def _add_translate(sub):
                         "a progress bar on stderr, then sentences/s and the engine. For a large file, "
                         "--engine ctranslate2 --compute-type int8 is the fastest on a CPU")
     s.add_argument("--output", metavar="FILE", default=None,
-                   help="write the translations to FILE (default: stdout)")
+                   help="write the translations to FILE (default: stdout), as they are done: FILE.partial "
+                        "until the last line, then renamed FILE")
+    add_field(s, Options, "window")
     s.add_argument("--n-best", type=positive_int, metavar="K", default=None,
                    help="write the K best translations of each line as "
                         "INPUT_LINE<TAB>RANK<TAB>SCORE<TAB>TRANSLATION (the beam is widened to K)")
@@ -399,7 +407,7 @@ def _add_export(sub):
 
 # %% ../nbs/92_cli.ipynb #f3780bbe
 class _Parser(argparse.ArgumentParser):
-    "A subcommand's parser: no abbreviated flags (`--max-step` is an error); `flags`: dest -> flag."
+    "A parser: no abbreviated flags (`--max-step` is an error), errors in one line; `flags`: dest -> flag."
     def __init__(self, *a, **kw):
         self.flags = {}                                   # filled by `add_argument`, -h first
         super().__init__(*a, allow_abbrev=False, **kw)
@@ -409,13 +417,17 @@ class _Parser(argparse.ArgumentParser):
         if action.option_strings: self.flags.setdefault(action.dest, action.option_strings[0])
         return action
 
+    def error(self, message):
+        "A usage error in one line, as every other error is (argparse would print the usage block first)."
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
 # %% ../nbs/92_cli.ipynb #a62aa548
 _ADD = (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average, _add_bench,
         _add_variations, _add_export)
 
 def build_parser() -> argparse.ArgumentParser:
     "The `annotated-transformer` parser; `.commands` holds each subcommand's parser by name."
-    p = argparse.ArgumentParser(prog="annotated-transformer", allow_abbrev=False,
+    p = _Parser(prog="annotated-transformer",
         description="The Annotated Transformer: train, translate, evaluate and benchmark the "
                     "paper's model.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -426,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
 # %% ../nbs/92_cli.ipynb #c642aa2f
 def _check_usage(p: argparse.ArgumentParser, args):
     "Combinations of flags that make no sense: usage errors (exit status 2), before any work."
-    # the subcommand's usage line, then the message
+    # one line: the subcommand, the message, where its help is
     error = p.commands[args.command].error
     if args.command == "train":
         if args.train and args.task == "copy":
@@ -463,7 +475,7 @@ def _check_device(device: str|None): # the --device argument
                            f"(torch {torch.__version__}{why}); "
                            f"use --device cpu")
     if idx is not None and idx >= n:
-        raise RuntimeError(f"--device {device}: this machine has {n} CUDA device(s)")
+        raise RuntimeError(f"--device {device}: this machine has {plural(n, 'CUDA device')}")
 
 # %% ../nbs/92_cli.ipynb #3527dcc6
 def _check_checkpoint_dir(args):
@@ -509,9 +521,13 @@ def train_command(args) -> int:
 # %% ../nbs/92_cli.ipynb #082b4033
 def _print_multi30k(res: dict):
     "What a Multi30k run prints at the end."
-    epochs = f"{res['epochs']} epoch{'' if res['epochs'] == 1 else 's'}"
-    print(f"trained {res['src']}→{res['tgt']}: {res['updates']} updates ({epochs}) of the "
-          f"{res['recipe_name']} recipe in {res['train_time_s'] / 60:.1f} min on {res['hardware']}")
+    epochs, minutes = plural(res["epochs"], "epoch"), f"{res['train_time_s'] / 60:.1f} min"
+    recipe, updates = f"of the {res['recipe_name']} recipe", plural(res["updates"], "update")
+    if res["resumed_at"]:                                       # train_time_s: this part's
+        length = (f"{updates} in all ({epochs}) {recipe}, {res['updates_this_part']:,} of them in "
+                  f"this part ({minutes})")
+    else: length = f"{updates} ({epochs}) {recipe} in {minutes}"
+    print(f"trained {res['src']}→{res['tgt']}: {length} on {res['hardware']}")
     print(f"loss per token {res['train_loss_start']:.2f} → {res['train_loss_end']:.2f}")
     for where in res.get("skipped_pairs", {}).values(): print(skipped_note(where))
     if "val_bleu_averaged" in res:
@@ -565,6 +581,16 @@ def _copy_result(s: dict, state, seconds: float, args, seed: int, ctx, averaged:
             "world_size": ctx.world_size, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "checkpoint": str(last) if last else None, "averaged": averaged}
 
+# %% ../nbs/92_cli.ipynb #84114a1e
+def _copy_line(s: dict, step: int, start: int, seconds: float, averaged: list) -> str:  # start: resumed at
+    "What a copy-task run prints at the end: exact match, margin, updates (in all and this part's)."
+    mean = (f"; the model is the mean of the weights after updates "
+            f"{', '.join(map(str, averaged))} (§6.1)" if len(averaged) > 1 else "")
+    part = f" in all, {step - start:,} of them in this part" if start else ""
+    return (f"copy task: exact match {s['correct']}/{s['total']} = {s['exact_match']:.1%} on held-out "
+            f"sequences, smallest margin {s['min_margin']:.2f} nats, after {plural(step, 'update')}{part} "
+            f"({seconds:.0f} s)" + mean)
+
 # %% ../nbs/92_cli.ipynb #17ce1ef1
 def train_copy_command(args) -> int:
     "`train --task copy`: train on the copy task; how well 1,000 held-out sequences are copied."
@@ -598,12 +624,7 @@ def train_copy_command(args) -> int:
         s = copy_scores(model, train, seed, decode=cached_greedy_decode)
         if not ctx.is_main: return 0
         if args.json: print(json.dumps(_copy_result(s, state, seconds, args, seed, ctx, averaged)))
-        else:
-            mean = (f"; the model is the mean of the weights after updates "
-                    f"{', '.join(map(str, averaged))} (§6.1)" if len(averaged) > 1 else "")
-            print(f"copy task: exact match {s['correct']}/{s['total']} = {s['exact_match']:.1%} on "
-                  f"held-out sequences, smallest margin {s['min_margin']:.2f} nats, after "
-                  f"{state.step} updates ({seconds:.0f} s)" + mean)
+        else: print(_copy_line(s, state.step, checkpoint_step(resume_from), seconds, averaged))
     return 0
 
 # %% ../nbs/92_cli.ipynb #dcfc9c58
@@ -614,15 +635,16 @@ def _decode_line(raw: bytes, i: int) -> str:
         raise ValueError(f"stdin line {i}: bytes that are not UTF-8 "
                          f"({e.reason} at column {e.start + 1})") from None
 
-def _stdin_batches(size: int, stream=None):  # yields lists of at most `size` lines, as they arrive
-    "Standard input, `size` lines at a time (strict UTF-8), each batch as soon as it is read."
-    lines = (_decode_line(raw, i) for i, raw in enumerate(stream or sys.stdin.buffer, 1))
-    while batch := list(itertools.islice(lines, size)): yield batch
-
-def _lines_in(args) -> list[str]:
-    "The sentences to translate: the arguments, or the lines of --input FILE."
+def _lines_in(args, stdin=None) -> Iterable[str]:  # stdin: a binary stream (None: sys.stdin)
+    "The sentences to translate, read as they are needed: the arguments, --input FILE's lines, or stdin's."
     if args.sentences: return [" ".join(s.split("\n")) for s in args.sentences]
-    return [t for _, t in iter_lines(args.input)]
+    if args.input not in (None, "-"): return (t for _, t in iter_lines(args.input))
+    return (_decode_line(raw, i) for i, raw in enumerate(stdin or sys.stdin.buffer, 1))
+
+def _count_lines(path) -> int:  # --input FILE, plain or .gz
+    "How many lines FILE has, read a line at a time: the progress bar's total."
+    with (gzip.open(path, "rb") if Path(path).suffix == ".gz" else open(path, "rb")) as f:
+        return sum(1 for _ in f)
 
 # %% ../nbs/92_cli.ipynb #3cc27407
 @contextlib.contextmanager
@@ -696,61 +718,76 @@ def search_options(args) -> SearchOptions:
                          early_stop=args.early_stop, n_best=getattr(args, "n_best", None) or None)
 
 # %% ../nbs/92_cli.ipynb #8ff2d0ff
-def _rows(engine, lines: list[str], args, warn,
-          first: int=1):  # the input line number of lines[0], for the n-best rows
-    "Each line's translation (or its n-best rows) as soon as it and every line before it are done."
+def _rows(engine, lines: Iterable[str], args, warn,
+          window: int|None=None, total: int|None=None):  # as `translate_lines` takes them
+    "Each input line's rows, in input order: its translation, or its n-best rows."
     per_line = translate_lines(engine, lines, search_options(args), args.batch_size, warn,
-                               progress=args.input not in (None, "-"))
-    for i, out in enumerate(per_line, first):
+                               progress=args.input not in (None, "-"), window=window, total=total)
+    for i, out in enumerate(per_line, 1):
         yield ([nbest_row(i, r, s, t) for r, (s, t) in enumerate(out, 1)] if args.n_best else [out])
+
+LANGUAGES = {"de": "German", "en": "English"}   # the names the language warning uses (else the code)
+
+def _language_checked(lines: Iterable[str], window: int|None, engine, args, warn) -> Iterable[str]:
+    "The lines, unchanged, once the first window is read: a warning if it reads as the target language."
+    rest = iter(lines)
+    head = list(itertools.islice(rest, window))
+    s, t = engine.info["src"], engine.info["tgt"]
+    if reads_as_target(head, s, t):
+        what = f"--model {args.model}" if args.model else (f"--checkpoint {args.checkpoint}"
+                                                            if args.checkpoint else f"--model {s}-{t}")
+        other = (f"--model {t}-{s}" if f"{t}-{s}" in SHIPPED
+                 else f"a model trained by `annotated-transformer train --src {t} --tgt {s}`")
+        n = lambda c: LANGUAGES.get(c, c)
+        warn(f"the input reads as {n(t)}, but {what} translates {n(s)}→{n(t)}: "
+             f"for {n(t)} input, use {other}")
+    return itertools.chain(head, rest)
 
 # %% ../nbs/92_cli.ipynb #b1c2d3e4
 def _write_rows(path, per_line, n_lines: int|None) -> int:  # --output; rows per input line; how many
-    "Stdout: each line's rows at once. FILE: written whole at the end; a stop keeps FILE.partial."
-    done = []
+    "Each line's rows as they come, flushed: to stdout, or to FILE.partial, renamed FILE when all are done."
+    done = 0
     try:
-        for rows in per_line:
-            done.append(rows)
-            if path in (None, "-"): print(*rows, sep="\n", end="\n" if rows else "", flush=True)
+        with contextlib.nullcontext(sys.stdout) if path in (None, "-") else growing_file(path) as f:
+            for rows in per_line:
+                f.write("".join(r + "\n" for r in rows))
+                f.flush()                                    # a pipe's reader, or a stop, has it now
+                done += 1
     except KeyboardInterrupt as e:
-        e.kept = _keep_partial(path, done, n_lines)                  # said by `_interrupted`
+        e.kept = _kept(path, done, n_lines)                  # said by `_interrupted`
         raise
-    if path not in (None, "-"):
-        with _writer(path) as f: f.write("".join(r + "\n" for rows in done for r in rows))
-    return len(done)
+    return done
 
-def _keep_partial(path, done: list, n_lines: int|None) -> str:
-    "After a stop: the finished lines (in input order) in FILE.partial, never in FILE; what was kept."
+def _kept(path, done: int, n_lines: int|None) -> str:
+    "After a stop: how many lines were finished (in input order), and where they are."
     of = f" of {n_lines:,}" if n_lines is not None else ""
-    if path in (None, "-"): return f"the first {len(done):,}{of} lines were written to stdout"
-    with _writer(partial := f"{path}.partial") as f:
-        f.write("".join(r + "\n" for rows in done for r in rows))
-    return (f"the first {len(done):,}{of} lines are translated in {partial}; "
-            f"{path} was not written")
+    if path in (None, "-"): return f"the first {done:,}{of} lines were written to stdout"
+    return f"the first {done:,}{of} lines are translated in {path}.partial; {path} was not written"
 
 # %% ../nbs/92_cli.ipynb #b1c2d3e5
 def translate_command(args) -> int:
     "`annotated-transformer translate`: a translation (or n-best list) per input line, to stdout/FILE."
     engine = _open_engine(args)
     _check_beam(args, engine)
-    warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr)
-    if not args.sentences and args.input in (None, "-"):       # standard input: the model loaded once
-        if sys.stdin.isatty():                                 # a terminal: each line as it is typed
-            typed = (_decode_line(raw, i) for i, raw in enumerate(sys.stdin.buffer, 1))
-            per_line = (r for i, line in enumerate(typed, 1)
-                        for r in _rows(engine, [line], args, warn, first=i))
-        else:                                                  # a pipe: each batch as it finishes
-            per_line = itertools.chain.from_iterable(
-                _rows(engine, b, args, warn, first=1 + k * args.batch_size)
-                for k, b in enumerate(_stdin_batches(args.batch_size)))
-        _write_rows(args.output, per_line, None)
-        return 0
-    lines, t = _lines_in(args), time.perf_counter()
-    _write_rows(args.output, _rows(engine, lines, args, warn), len(lines))
-    if args.input is not None:                                 # a file: how fast, on what
-        s, n = time.perf_counter() - t, sum(1 for line in lines if line.strip())   # blank lines: none
+    warn = lambda m: print(f"annotated-transformer translate: warning: {m}", file=sys.stderr, flush=True)
+    from_file = args.input not in (None, "-")
+    typed = not args.sentences and not from_file and sys.stdin.isatty()
+    window = 1 if typed else args.window or engine.window  # a terminal: each line as it is typed
+    n_lines = _count_lines(args.input) if from_file else len(args.sentences) or None
+    sentences = 0
+    def counted(lines):                                    # the non-blank lines, for the speed line
+        nonlocal sentences
+        for line in lines:
+            sentences += bool(line.strip())
+            yield line
+    lines = _language_checked(counted(_lines_in(args)), window, engine, args, warn)
+    t = time.perf_counter()
+    _write_rows(args.output, _rows(engine, lines, args, warn, window, n_lines), n_lines)
+    if from_file:                                          # a file: how fast, on what
+        s, n = time.perf_counter() - t, sentences
         print(f"annotated-transformer translate: {n:,} sentence{'s' * (n != 1)} in {s:.1f} s "
-              f"({n / max(s, 1e-9):,.1f} sentences/s), engine {engine.describe()}", file=sys.stderr)
+              f"({n / max(s, 1e-9):,.1f} sentences/s), engine {engine.describe()}, windows of {window:,} "
+              f"lines", file=sys.stderr)
     return 0
 
 def average_command(args) -> int:
@@ -758,7 +795,7 @@ def average_command(args) -> int:
     avg = average_checkpoints(args.checkpoints)
     out = save_checkpoint(args.output, model_from_checkpoint(avg), train_state=avg["train_state"],
                           extra=avg["extra"])
-    print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
+    print(f"averaged {plural(len(args.checkpoints), 'checkpoint')} into {out}")
     return 0
 
 # %% ../nbs/92_cli.ipynb #dfe45c04
@@ -1019,7 +1056,7 @@ def _interrupted(args, e: KeyboardInterrupt, argv: list[str], argv_given: bool) 
     signum = int(getattr(e, "signum", signal.SIGINT))
     head = f"annotated-transformer {args.command}: stopped by {signal.Signals(signum).name}"
     if _rank() != 0: return 128 + signum
-    if args.command != "train":               # translate: what it kept (`_keep_partial`)
+    if args.command != "train":               # translate: what it kept (`_write_rows`)
         print(head + (f"; {e.kept}" if getattr(e, "kept", None) else ""), file=sys.stderr)
         return 128 + signum
     msg, d, resumable = _stop_message(args, e, head)

@@ -10,6 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from .encoder_decoder import check_ids, check_activations
 
 # %% auto #0
 __all__ = ['PAD_IDX', 'BOS_IDX', 'EOS_IDX', 'UNK_IDX', 'SPECIAL_TOKENS', 'Embeddings', 'Generator', 'share_weights']
@@ -31,6 +32,7 @@ class Embeddings(nn.Module):
 
     def forward(self, x: torch.Tensor, # (batch, seq_len) int64 token ids in [0, vocab_size)
                ) -> torch.Tensor:      # (batch, seq_len, d_model) float
+        check_ids(x, "x", "Embeddings")
         return self.lut(x) * math.sqrt(self.d_model)
 
 # %% ../nbs/04_embeddings.ipynb #a1552ab4
@@ -40,9 +42,10 @@ class Generator(nn.Module):
         super().__init__()
         self.proj = nn.Linear(d_model, vocab_size)
 
-    def logits(self, x: torch.Tensor,  # (batch, tgt_len, d_model)
+    def logits(self, x: torch.Tensor,  # (batch, tgt_len, d_model), or any (..., d_model)
               ) -> torch.Tensor:       # (batch, tgt_len, vocab_size) pre-softmax scores
         "The pre-softmax scores alone, for a loss that fuses the log-softmax in."
+        check_activations(x, self.proj.in_features, "x", "Generator", rank=None)
         return self.proj(x)
 
     def forward(self, x: torch.Tensor,  # (batch, tgt_len, d_model)

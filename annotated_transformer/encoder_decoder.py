@@ -12,7 +12,71 @@ from torch import nn
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'clones', 'SublayerConnection', 'EncoderLayer', 'Encoder', 'DecoderLayer', 'Decoder']
+__all__ = ['check_ids', 'check_activations', 'check_mask', 'EncoderDecoder', 'clones', 'SublayerConnection', 'EncoderLayer',
+           'Encoder', 'DecoderLayer', 'Decoder']
+
+# %% ../nbs/01_encoder_decoder.ipynb #5e1c0a02
+_ID_DTYPES = (torch.int64, torch.int32)   # what `nn.Embedding` takes
+
+def _got(x) -> str:
+    "An argument as an error shows it: a tensor's shape and dtype, else its type."
+    if not isinstance(x, torch.Tensor): return type(x).__name__
+    return f"{tuple(x.shape)} {str(x.dtype).removeprefix('torch.')}"
+
+def check_ids(x: torch.Tensor,          # should be (batch, seq_len) int64 (or int32) token ids
+              name: str,                # the argument's name, in the error
+              call: str|None=None,      # the call it was given to, first in the error
+              swap: str|None=None,      # an argument it is easily swapped with, hinted at
+             ):
+    "`TypeError` unless `x` is an integer tensor, `ValueError` unless it is (batch, seq_len)."
+    typed = isinstance(x, torch.Tensor) and x.dtype in _ID_DTYPES
+    if typed and x.dim() == 2: return
+    hint = f" — did you swap {name} and {swap}?" if swap and not typed else ""
+    raise (ValueError if typed else TypeError)(
+        f"{call + ': ' if call else ''}{name} must be (batch, seq_len) integer token ids; "
+        f"got {_got(x)}{hint}")
+
+# %% ../nbs/01_encoder_decoder.ipynb #5e1c0a04
+def check_activations(x: torch.Tensor,      # should be floating (batch, len, d_model)
+                      d_model: int|None,    # its last dim, the layer's width; None: any
+                      name: str,            # the argument's name, in the error
+                      call: str|None=None,  # the call it was given to, first in the error
+                      rank: int|None=3,     # 3: (batch, len, d_model); None: (..., d_model)
+                      lead: tuple=(),       # its first dims, e.g. (batch,) of another argument
+                      swap: str|None=None,  # an argument it is easily swapped with, hinted at
+                     ):
+    "`TypeError` unless `x` is a floating tensor, `ValueError` unless its shape is as given."
+    typed = isinstance(x, torch.Tensor) and x.dtype.is_floating_point
+    s = x.shape if typed else ()
+    if (typed and (len(s) == rank if rank else s) and (d_model is None or s[-1] == d_model)
+            and (not lead or s[:len(lead)] == lead)): return
+    dims = [str(n) for n in lead] + (["batch", "len"] if rank == 3 else ["..."])[len(lead):]
+    want = ", ".join(dims + [f"d_model={d_model}" if d_model else "d_model"])
+    hint = f" — did you swap {name} and {swap}?" if swap and not typed else ""
+    raise (ValueError if typed else TypeError)(
+        f"{call + ': ' if call else ''}{name} must be ({want}) floating; got {_got(x)}{hint}")
+
+# %% ../nbs/01_encoder_decoder.ipynb #5e1c0a08
+def check_mask(mask: torch.Tensor|None, # the mask to check; None passes
+               shape: tuple,            # the scores' (batch, heads, q_len, k_len); a None: any size
+               name: str="mask",        # the argument's name, in the error
+               call: str|None=None,     # the call it was given to, first in the error
+              ):
+    "`TypeError` unless `mask` is bool, `ValueError` unless it broadcasts to `shape` (§3.2.3)."
+    if mask is None: return
+    at = f"{call}: " if call else ""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"{at}{name} must be a bool tensor (True = may attend), got {_got(mask)}")
+    # more dims than the scores: a 4-D mask on 3-D scores
+    bad = (n := mask.dim()) > min(4, len(shape))
+    # a size that is neither 1 nor the scores' would pair the wrong entries
+    for m, s in zip(mask.shape, shape[len(shape) - n:]):
+        if m != 1 and m != s and s is not None: bad = True
+    if bad:
+        names = {4: "(batch, heads, q_len, k_len)", 3: "(batch, q_len, k_len)"}
+        want = ", ".join("any" if s is None else str(s) for s in shape)
+        raise ValueError(f"{at}{name} of shape {tuple(mask.shape)} does not broadcast to "
+                         f"{names.get(len(shape), 'scores')} = ({want})")
 
 # %% ../nbs/01_encoder_decoder.ipynb #203a9e2e
 class EncoderDecoder(nn.Module):
@@ -35,6 +99,8 @@ class EncoderDecoder(nn.Module):
                src_mask: torch.Tensor,
               ) -> torch.Tensor:        # memory (batch, src_len, d_model)
         "Run the encoder stack over the embedded source."
+        check_ids(src, "src", "encode", swap="src_mask")
+        check_mask(src_mask, (src.shape[0], None, src.shape[1], src.shape[1]), "src_mask", "encode")
         return self.encoder(self.src_embed(src), src_mask)
 
 # %% ../nbs/01_encoder_decoder.ipynb #f167b340
@@ -48,11 +114,20 @@ def decode(self: EncoderDecoder,
            tgt_mask: torch.Tensor|None,
           ) -> torch.Tensor:         # (batch, tgt_len, d_model)
     "Run the decoder stack over the embedded target, attending to `memory`."
+    check_ids(tgt, "tgt", "decode", swap="memory")
+    (B, T), d = tgt.shape, getattr(self.decoder, "d_model", None)   # None: a stand-in decoder
+    check_activations(memory, d, "memory", "decode", lead=(B,), swap="tgt")
+    check_mask(src_mask, (B, None, T, memory.shape[1]), "src_mask", "decode")
+    check_mask(tgt_mask, (B, None, T, T), "tgt_mask", "decode")
     return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
 
 @patch
 def forward(self: EncoderDecoder, src, tgt, src_mask, tgt_mask): # shapes as in `encode` and `decode`
     "Teacher-forced pass: decoder states (batch, tgt_len, d_model); `generator` maps them on."
+    check_ids(src, "src", "forward")
+    check_ids(tgt, "tgt", "forward", swap="src_mask")
+    check_mask(src_mask, (src.shape[0], None, None, src.shape[1]), "src_mask", "forward")
+    check_mask(tgt_mask, (tgt.shape[0], None, tgt.shape[1], tgt.shape[1]), "tgt_mask", "forward")
     return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
 # %% ../nbs/01_encoder_decoder.ipynb #f83a8dfe
@@ -75,12 +150,13 @@ class SublayerConnection(nn.Module):
                 ):
         super().__init__()
         self.norm, self.dropout = nn.LayerNorm(d_model), nn.Dropout(dropout)
-        self.norm_first = norm_first
+        self.norm_first, self.d_model = norm_first, d_model
 
     def forward(self,
                 x: torch.Tensor, # (batch, seq_len, d_model)
                 sublayer,        # callable (batch, seq_len, d_model) -> same shape
                ) -> torch.Tensor: # (batch, seq_len, d_model)
+        check_activations(x, self.d_model, "x", "SublayerConnection", swap="sublayer")
         if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
 
@@ -103,6 +179,8 @@ class EncoderLayer(nn.Module):
                 # bool, True = may attend, broadcastable to (batch, heads, src_len, src_len)
                 mask: torch.Tensor,
                ) -> torch.Tensor:     # (batch, src_len, d_model)
+        check_activations(x, self.d_model, "x", "EncoderLayer", swap="mask")
+        check_mask(mask, (x.shape[0], None, x.shape[1], x.shape[1]), "mask", "EncoderLayer")
         x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask))
         return self.sublayer[1](x, self.feed_forward)
 
@@ -115,12 +193,14 @@ class Encoder(nn.Module):
                  norm_first: bool=False, # add the final LayerNorm that pre-norm needs
                 ):
         super().__init__()
-        self.layers = clones(layer, n_layers)
+        self.layers, self.d_model = clones(layer, n_layers), layer.d_model
         self.norm = nn.LayerNorm(layer.d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, # (batch, src_len, d_model) embedded source
                 mask: torch.Tensor,    # bool, broadcastable to (batch, heads, src_len, src_len)
                ) -> torch.Tensor:      # memory (batch, src_len, d_model)
+        check_activations(x, self.d_model, "x", "Encoder", swap="mask")
+        check_mask(mask, (x.shape[0], None, x.shape[1], x.shape[1]), "mask", "Encoder")
         for layer in self.layers: x = layer(x, mask)
         return self.norm(x)
 
@@ -147,7 +227,11 @@ class DecoderLayer(nn.Module):
                 # bool, broadcastable to (batch, heads, tgt_len, tgt_len)
                 tgt_mask: torch.Tensor|None,
                ) -> torch.Tensor:         # (batch, tgt_len, d_model)
-        m = memory
+        check_activations(x, self.d_model, "x", "DecoderLayer", swap="tgt_mask")
+        (B, T), m = x.shape[:2], memory
+        check_activations(m, self.d_model, "memory", "DecoderLayer", lead=(B,), swap="src_mask")
+        check_mask(src_mask, (B, None, T, m.shape[1]), "src_mask", "DecoderLayer")
+        check_mask(tgt_mask, (B, None, T, T), "tgt_mask", "DecoderLayer")
         x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask))
         x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask))
         return self.sublayer[2](x, self.feed_forward)
@@ -160,10 +244,15 @@ class Decoder(nn.Module):
                  norm_first: bool=False,    # add the final LayerNorm that pre-norm needs
                 ):
         super().__init__()
-        self.layers = clones(layer, n_layers)
+        self.layers, self.d_model = clones(layer, n_layers), layer.d_model
         self.norm = nn.LayerNorm(layer.d_model) if norm_first else nn.Identity()
 
     def forward(self, x, memory, src_mask, tgt_mask, # as in `DecoderLayer`
                ) -> torch.Tensor:                    # (batch, tgt_len, d_model)
+        check_activations(x, self.d_model, "x", "Decoder", swap="tgt_mask")
+        (B, T), m = x.shape[:2], memory
+        check_activations(m, self.d_model, "memory", "Decoder", lead=(B,), swap="src_mask")
+        check_mask(src_mask, (B, None, T, m.shape[1]), "src_mask", "Decoder")
+        check_mask(tgt_mask, (B, None, T, T), "tgt_mask", "Decoder")
         for layer in self.layers: x = layer(x, memory, src_mask, tgt_mask)
         return self.norm(x)

@@ -186,6 +186,7 @@ def encode_sources(codec: WordCodec|BPECodec,  # the model's text pipeline
 def encode_lines(model,  # a model, or an engine (chapter 36): its `config.max_len` caps the source
                  codec: WordCodec|BPECodec, sentences: Sequence[str],
                  warn: Callable[[str], None]|None,
+                 first: int=1,  # the line number of sentences[0], for the warning (a window of a file)
                 ) -> tuple[list[int], list[list[int]]]: # indices of the non-blank lines; their ids
     "The non-blank sentences as `<s> … </s>` ids, over-long ones cut to fit (with a warning)."
     todo = [i for i, s in enumerate(sentences) if s.strip()]
@@ -193,7 +194,7 @@ def encode_lines(model,  # a model, or an engine (chapter 36): its `config.max_l
     ids, cut = encode_sources(codec, [sentences[i] for i in todo], max_len)
     for j in cut:
         if warn:
-            warn(f"sentence {todo[j] + 1} is longer than the model's maximum of {max_len} "
+            warn(f"sentence {todo[j] + first} is longer than the model's maximum of {max_len} "
                  f"tokens; translating its first {max_len - 2}")
     return todo, ids
 

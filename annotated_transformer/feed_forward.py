@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from .encoder_decoder import check_activations
 
 # %% auto #0
 __all__ = ['PositionwiseFeedForward']
@@ -25,7 +26,8 @@ class PositionwiseFeedForward(nn.Module):
         self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.activation_dropout = activation_dropout
 
-    def forward(self, x: torch.Tensor, # (batch, seq_len, d_model)
+    def forward(self, x: torch.Tensor, # (batch, seq_len, d_model), or any (..., d_model)
                ) -> torch.Tensor:      # (batch, seq_len, d_model)
+        check_activations(x, self.w_1.in_features, "x", "PositionwiseFeedForward", rank=None)
         h = F.relu(self.w_1(x))        # (batch, seq_len, d_ff)
         return self.w_2(F.dropout(h, self.activation_dropout, self.training))

@@ -102,6 +102,7 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: torch.Tensor, # (batch, seq_len) int64
                 start_pos: int=0,           # position of tokens[:, 0]
                ) -> torch.Tensor:           # (batch, seq_len, d_model)
+        check_ids(tokens, "tokens", "TokenEmbedding")
         return self.pos(self.embed(tokens), start_pos)
 
 # %% ../nbs/06_model.ipynb #e70a32f7
@@ -168,19 +169,17 @@ def check_tokens(tokens: torch.Tensor, # (batch, seq_len) token ids
                  start: int=0,         # position of tokens[:, 0] (incremental decoding)
                  # also check the ids themselves (reads them back from the device)
                  values: bool=True,
+                 call: str|None=None,  # the call that was given them, first in the errors
                 ):
     "Refuse all but (batch, seq_len) integer ids in [0, vocab_size) within max_len, naming why."
-    if tokens.dim() != 2:
-        raise ValueError(f"{name} must be (batch, seq_len) token ids, "
-                         f"got shape {tuple(tokens.shape)}")
-    if tokens.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"{name} must hold integer token ids, got {tokens.dtype}")
+    check_ids(tokens, name, call)
+    at = f"{call}: " if call else ""
     if start + tokens.shape[1] > max_len:
-        raise ValueError(f"{name} of length {start + tokens.shape[1]} is longer than the "
+        raise ValueError(f"{at}{name} of length {start + tokens.shape[1]} is longer than the "
                          f"positional table (max_len={max_len})")
     if values and tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         bad = tokens[(tokens < 0) | (tokens >= vocab_size)][0].item()
-        raise ValueError(f"{name} contains token id {bad}, "
+        raise ValueError(f"{at}{name} contains token id {bad}, "
                          f"outside the vocabulary [0, {vocab_size})")
 
 # %% ../nbs/06_model.ipynb #4dbbe2eb
@@ -190,20 +189,21 @@ def encode(self: Transformer,
            src_mask: torch.Tensor,  # bool, broadcastable to (batch, heads, src_len, src_len)
           ) -> torch.Tensor:        # memory (batch, src_len, d_model)
     "Check inputs, then run the encoder (§3.1)."
-    c = self.config
-    check_tokens(src, c.src_vocab_size, c.max_len, "src")
-    check_mask(src_mask, (src.shape[0], c.n_heads, src.shape[1], src.shape[1]), "src_mask")
+    c, call = self.config, "encode"
+    check_tokens(src, c.src_vocab_size, c.max_len, "src", call=call)
+    check_mask(src_mask, (src.shape[0], c.n_heads, src.shape[1], src.shape[1]), "src_mask", call)
     return EncoderDecoder.encode(self, src, src_mask)
 
 @patch
 def decode(self: Transformer, memory, src_mask, tgt, tgt_mask): # as `EncoderDecoder.decode`
     "Check inputs, then run the decoder (§3.1)."
-    c, (B, T) = self.config, tgt.shape
-    check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt")
-    check_mask(tgt_mask, (B, c.n_heads, T, T), "tgt_mask")
-    if memory.shape[0] != B:
-        raise ValueError(f"tgt has {B} sentences but memory has {memory.shape[0]}")
-    check_mask(src_mask, (B, c.n_heads, T, memory.shape[1]), "src_mask")
+    c, call = self.config, "decode"
+    check_ids(tgt, "tgt", call, swap="memory")
+    (B, T), H = tgt.shape, c.n_heads
+    check_activations(memory, c.d_model, "memory", call, lead=(B,), swap="tgt")
+    check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", call=call)    # its length and values
+    check_mask(tgt_mask, (B, H, T, T), "tgt_mask", call)
+    check_mask(src_mask, (B, H, T, memory.shape[1]), "src_mask", call)
     return EncoderDecoder.decode(self, memory, src_mask, tgt, tgt_mask)
 
 # %% ../nbs/06_model.ipynb #9638ccea
@@ -307,7 +307,8 @@ class TransformerClassifier(nn.Module):
 
     def forward(self, tokens: torch.Tensor, # (batch, seq_len) int64
                ) -> torch.Tensor:           # (batch, n_classes) logits
-        check_tokens(tokens, self.embed.embed.vocab_size, self.config.max_len)
+        check_tokens(tokens, self.embed.embed.vocab_size, self.config.max_len,
+                     call="TransformerClassifier")
         mask = padding_mask(tokens, self.config.pad_idx)             # (batch, 1, 1, seq_len)
         h = self.encoder(self.embed(tokens), mask)                   # (batch, seq_len, d_model)
         keep = mask[:, 0, 0, :, None].to(h.dtype)                    # (batch, seq_len, 1)
@@ -334,6 +335,6 @@ class TransformerLM(nn.Module):
     def forward(self, tokens: torch.Tensor, # (batch, seq_len) int64
                # (batch, seq_len, vocab_size) next-token log-probabilities
                ) -> torch.Tensor:
-        check_tokens(tokens, self.embed.embed.vocab_size, self.config.max_len)
+        check_tokens(tokens, self.embed.embed.vocab_size, self.config.max_len, call="TransformerLM")
         mask = target_mask(tokens, self.config.pad_idx)              # (batch, 1, seq_len, seq_len)
         return self.generator(self.decoder(self.embed(tokens), mask))

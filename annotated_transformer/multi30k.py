@@ -20,7 +20,7 @@ from .training import FitOptions, fit, planned_updates
 from .checkpoints import (load_checkpoint, save_checkpoint,
     model_from_checkpoint, list_checkpoints, latest_checkpoint, average_checkpoints, RecipeMismatch)
 from .runtime import (seed_everything, distributed_session, hardware_summary,
-    dataclass_from_dict, bf16_native, atomic_file, TrainingInterrupted)
+    dataclass_from_dict, bf16_native, atomic_file, TrainingInterrupted, plural)
 from .data import (build_codec, codec_from_dict, check_same_direction,
     default_direction, direction_of, resolve_data_dir, Corpus, encode_corpus, skipped_note)
 from .evaluation import translate, evaluate_bleu, score_sets
@@ -388,7 +388,7 @@ def new_vocabulary(o: RunOptions,        # its `vocab_file`, if any
     codec = codec or build_codec(train_pairs, recipe.vocab == "bpe", recipe.min_freq,
                                  recipe.bpe_vocab_size, src_lang=src, tgt_lang=tgt)
     if is_main:
-        read = f"{len(train_pairs)} training pairs" if o.vocab_file is None else o.vocab_file
+        read = plural(len(train_pairs), "training pair") if o.vocab_file is None else o.vocab_file
         log(f"vocabulary ({recipe.vocab}): {codec.src_vocab_size} source / "
             f"{codec.tgt_vocab_size} target ids, from {read} ({time.perf_counter() - t:.1f} s)")
     return recipe, codec
@@ -449,10 +449,11 @@ def fit_length(recipe: Multi30kRecipe, n_batches: int, # the run's recipe; batch
     if recipe.epochs * per_epoch >= MIN_UPDATES: return recipe
     epochs = math.ceil(MIN_UPDATES / per_epoch)
     if log:
-        log(f"your files make {per_epoch} update{'s' if per_epoch > 1 else ''} an epoch: the recipe's "
-            f"{recipe.epochs} epochs would be {recipe.epochs * per_epoch} updates, too few to learn; "
-            f"training {epochs} epochs ({epochs * per_epoch} updates) instead; --epochs or --max-steps "
-            f"sets the length yourself")
+        log(f"your files make {plural(per_epoch, 'update')} an epoch: the recipe's "
+            f"{plural(recipe.epochs, 'epoch')} would be "
+            f"{plural(recipe.epochs * per_epoch, 'update')}, too few to learn; training "
+            f"{plural(epochs, 'epoch')} ({plural(epochs * per_epoch, 'update')}) instead; "
+            f"--epochs or --max-steps sets the length yourself")
     return Multi30kRecipe.from_dict({**recipe.to_dict(), "epochs": epochs})
 
 def fitted_warmup(warmup_steps: int, planned: int, # the recipe's warmup; the run's planned updates
@@ -470,10 +471,11 @@ def fit_schedule(recipe: Multi30kRecipe, # the run's recipe
     if w == recipe.warmup_steps: return recipe
     scale = recipe.lr_scale * (w / recipe.warmup_steps) ** 0.5    # peak ∝ lr_scale · warmup^-0.5
     if log:
-        log(f"warmup shortened from {recipe.warmup_steps} to {w} updates ({WARMUP_SHARE:.0%} of "
-            f"the {planned} planned: the recipe's warmup would outlast the run, its learning rate "
-            f"never reaching the peak) and lr_scale from {recipe.lr_scale:g} to {scale:.4g}, keeping the "
-            f"recipe's peak rate; --epochs or --max-steps change the planned updates")
+        log(f"warmup shortened from {recipe.warmup_steps} to {plural(w, 'update')} "
+            f"({WARMUP_SHARE:.0%} of the {planned} planned: the recipe's warmup would outlast the run, "
+            f"its learning rate never reaching the peak) and lr_scale from {recipe.lr_scale:g} to "
+            f"{scale:.4g}, keeping the recipe's peak rate; --epochs or --max-steps change the planned "
+            f"updates")
     return Multi30kRecipe.from_dict({**recipe.to_dict(), "warmup_steps": w, "lr_scale": scale})
 
 # %% ../nbs/16_multi30k.ipynb #ea501276
@@ -524,8 +526,9 @@ def prune_checkpoints(ckpt_dir, save_every: int, keep: int, # as `averageable`; 
 def _say_plan(run: Multi30kRun, model, updates_per_epoch: int, total: int, ctx, precision: str, log):
     "The run's first lines: the model, the data, the updates, the machine; bf16's offer where native."
     log(f"training {run.recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) "
-        f"{run.src}→{run.tgt} on {run.n_train} pairs, {updates_per_epoch} updates per epoch, "
-        f"up to {total} updates, on {hardware_summary(ctx.device)}")
+        f"{run.src}→{run.tgt} on {plural(run.n_train, 'pair')}, "
+        f"{plural(updates_per_epoch, 'update')} per epoch, up to {plural(total, 'update')}, "
+        f"on {hardware_summary(ctx.device)}")
     if precision == "fp32" and torch.device(ctx.device).type == "cpu" and bf16_native():
         log("this CPU computes bf16 natively: precision bf16 (--precision bf16) trains faster here, "
             "approximately (chapter 16, 'Why these choices'); the recipe stays fp32")
@@ -593,7 +596,7 @@ def average_last(run: Multi30kRun, model, state, device,
 def run_summary(run: Multi30kRun, model, state, train_time: float, # seconds of training
                 history: list, last: list, device) -> dict:        # files written; `average_last`'s
     "What a run did: settings, data, vocabulary, updates, time, losses (scores: `choose_and_score`)."
-    corpus = run.corpus
+    corpus, resumed_at = run.corpus, checkpoint_step(run.existing)   # 0: a new run
     data = corpus.train if corpus.kind == "files" else str(resolve_data_dir(corpus.data_dir)[0])
     return {"task": "multi30k", "src": run.src, "tgt": run.tgt, "recipe_name": run.recipe_name,
             "seed": run.seed, "recipe": run.recipe.to_dict(), "device": str(device), "data": data,
@@ -601,7 +604,8 @@ def run_summary(run: Multi30kRun, model, state, train_time: float, # seconds of 
             "history": [str(p) for p in history], "skipped_pairs": run.skipped,
             "hardware": hardware_summary(device), "parameters": count_parameters(model),
             "src_vocab_size": run.codec.src_vocab_size, "tgt_vocab_size": run.codec.tgt_vocab_size,
-            "train_pairs": run.n_train, "updates": state.step,
+            "train_pairs": run.n_train, "updates": state.step, "resumed_at": resumed_at,
+            "updates_this_part": state.step - resumed_at,       # train_time_s is this part's
             "epochs": state.epoch + (state.batch_in_epoch > 0),
             "tokens": state.tokens, "train_time_s": round(train_time, 1),
             "train_loss_start": _mean([l for _, l, _ in state.train_loss[:10]]),

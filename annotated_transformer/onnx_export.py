@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/onnx_export.
 
 # %% ../nbs/35_onnx_export.ipynb #4bb818f5
 from __future__ import annotations
-import hashlib, json, logging, os, warnings
+import hashlib, json, logging, os, shlex, warnings
 from pathlib import Path
 import numpy as np
 import torch
@@ -18,12 +18,13 @@ from .fast_model import KVCache, ModelLevers, make_fast
 from .model import Transformer
 from .data import WordCodec, BPECodec
 from .runtime import write_folder_atomically
+from .pretrained import SHIPPED
 from .ctranslate2_export import resolve_translator
 
 # %% auto #0
 __all__ = ['ENCODER_IO', 'STEP_IO', 'WEIGHTS_FILE', 'ONNX_FORMAT', 'traceable_model', 'EncoderGraph', 'DecoderStepGraph',
-           'graph_greedy', 'onnx_available', 'trace_graphs', 'export_onnx', 'OnnxTranslator', 'teacher_forced',
-           'OnnxModel', 'parting_gap', 'agreement_table']
+           'graph_greedy', 'onnx_available', 'trace_graphs', 'export_onnx', 'check_export_files', 'OnnxTranslator',
+           'teacher_forced', 'OnnxModel', 'parting_gap', 'agreement_table']
 
 # %% ../nbs/35_onnx_export.ipynb #40cd32b1
 def traceable_model(model: Transformer,     # a trained model
@@ -254,6 +255,27 @@ def export_onnx(
     manifest = _manifest(m, codec, where, attention)
     return write_folder_atomically(out, lambda tmp: _write_folder(tmp, graphs, manifest, codec, onnx))
 
+# %% ../nbs/35_onnx_export.ipynb #85f8e8ae
+def _unusable(folder: Path, manifest: dict, why: str) -> ValueError:
+    "A damaged export: what is wrong with it, and the command that writes it again."
+    made = manifest.get("from")
+    model = made if made in SHIPPED or (made and Path(made).exists()) else "MODEL"
+    command = (f"annotated-transformer export --format onnx --model {shlex.quote(model)} "
+               f"--output {shlex.quote(str(folder))}")
+    return ValueError(f"{folder} is not a usable onnxruntime export: {why}: export it again "
+                      f"({command}), or delete it if it is in the export cache")
+
+def check_export_files(folder: Path,   # an export written by `export_onnx`
+                       manifest: dict, # its model.json
+                      ) -> None:
+    "Every file that model.json lists has the size it was written with: a copy cut short is named."
+    for name, size in (manifest.get("bytes") or {}).items():
+        p = folder / name
+        have = p.stat().st_size if p.is_file() else None
+        if have != size:
+            what = "is missing" if have is None else f"has {have:,} bytes of the {size:,} written"
+            raise _unusable(folder, manifest, f"{name} {what}")
+
 # %% ../nbs/35_onnx_export.ipynb #e52d5226
 class OnnxTranslator:
     "An ONNX export run by ONNX Runtime (CPU): `encoder(src)` and `step(...)` as numpy functions."
@@ -264,12 +286,18 @@ class OnnxTranslator:
         if self.manifest.get("format") != ONNX_FORMAT:
             raise ValueError(f"{folder} is not an ONNX export of annotated_transformer "
                              f"(format {self.manifest.get('format')!r})")
+        check_export_files(folder, self.manifest)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-        files = self.manifest["files"]
-        self.sessions = {k: ort.InferenceSession(str(folder / files[k]), opts,
-                                                 providers=["CPUExecutionProvider"])
-                         for k in ("encoder", "decoder")}
+        opts.log_severity_level = 4         # fatal only: a file it cannot load is one line, below
+        self.sessions = {k: self._session(ort, folder, k, opts) for k in ("encoder", "decoder")}
+    def _session(self, ort, folder: Path, graph: str, opts):
+        "ONNX Runtime's session for `graph`; its error (a C++ signature) becomes one line."
+        path = folder / self.manifest["files"][graph]
+        try: return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:   # ONNX Runtime's errors derive from Exception alone
+            why = f"ONNX Runtime cannot load {path.name} ({type(e).__name__})"
+            raise _unusable(folder, self.manifest, why) from e
     def encoder(self, src): return self.sessions["encoder"].run(None, {"src": src})
     def step(self, *args): return self.sessions["decoder"].run(None, dict(zip(STEP_IO[0], args)))
 

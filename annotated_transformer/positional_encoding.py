@@ -8,6 +8,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/positional_e
 from __future__ import annotations
 import torch
 from torch import nn
+from .encoder_decoder import check_activations
 
 # %% auto #0
 __all__ = ['sinusoidal_table', 'PositionalEncoding']
@@ -36,6 +37,7 @@ class PositionalEncoding(nn.Module):
                 ):
         super().__init__()
         self.dropout, self.max_len, self.kind = nn.Dropout(dropout), max_len, kind
+        self.d_model = d_model
         if kind == "sinusoidal":
             self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
         elif kind == "learned":
@@ -47,4 +49,5 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor, # (batch, seq_len, d_model) embeddings
                 start_pos: int=0,      # position of x[:, 0] (incremental decoding)
                ) -> torch.Tensor:      # (batch, seq_len, d_model)
+        check_activations(x, self.d_model, "x", "PositionalEncoding")
         return self.dropout(x + self.pe[start_pos:start_pos + x.shape[1]].to(x.dtype))

@@ -19,9 +19,10 @@ from torch import nn
 # %% auto #0
 __all__ = ['PRECISIONS', 'DistContext', 'default_device', 'dist_rank_world', 'distributed_session', 'all_reduce_sum',
            'data_parallel', 'grad_sync', 'unwrap_model', 'bf16_native', 'bf16_slowdown', 'Bf16EmulatedWarning',
-           'warn_if_bf16_emulated', 'autocast', 'grad_scaler', 'hardware_summary', 'seed_everything', 'get_rng_state',
-           'set_rng_state', 'TrainingInterrupted', 'StopSignals', 'request_stop', 'interleaved_times', 'calls_for',
-           'median_ratio', 'dataclass_from_dict', 'atomic_file', 'write_folder_atomically']
+           'warn_if_bf16_emulated', 'autocast', 'grad_scaler', 'release_memory', 'plural', 'hardware_summary',
+           'seed_everything', 'get_rng_state', 'set_rng_state', 'TrainingInterrupted', 'StopSignals', 'request_stop',
+           'interleaved_times', 'calls_for', 'median_ratio', 'dataclass_from_dict', 'atomic_file', 'growing_file',
+           'write_folder_atomically']
 
 # %% ../nbs/90_runtime.ipynb #5eb70776
 @dataclass
@@ -184,6 +185,28 @@ def grad_scaler(device: torch.device|str, precision: str="fp32") -> torch.amp.Gr
     "A `GradScaler` that scales the loss for fp16 and does nothing otherwise."
     return torch.amp.GradScaler(torch.device(device).type, enabled=precision == "fp16")
 
+# %% ../nbs/90_runtime.ipynb #528476c2
+@functools.cache
+def _malloc_trim():  # glibc's malloc_trim, or None where the C library has none
+    import ctypes, ctypes.util
+    try: return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError): return None
+
+def release_memory() -> bool:  # True: glibc was asked to give free memory back
+    "Give the C heap's free memory back to the system (glibc's `malloc_trim`); elsewhere, nothing."
+    trim = _malloc_trim()
+    if trim is None: return False
+    trim(0)
+    return True
+
+# %% ../nbs/90_runtime.ipynb #cda18ba8
+def plural(n: int,              # how many
+           noun: str,           # the singular, e.g. "update"
+           nouns: str|None=None, # the plural where it is not `noun` + "s", e.g. "hypotheses"
+          ) -> str:             # e.g. "1 update", "2 updates", "1,000 updates"
+    "`n` and its noun, singular for exactly one."
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
 # %% ../nbs/90_runtime.ipynb #72ff8acb
 def _cpu_name() -> str:
     "The CPU's model name (from /proc/cpuinfo where there is one)."
@@ -210,8 +233,8 @@ def hardware_summary(device=None,         # "cpu", "cuda:0", …; default "cpu"
     if as_dict: return facts
     if facts["gpu"]: return f"{facts['gpu']} (CUDA)"
     return (f"{facts['cpu']} ({facts['capability']}, bf16 {facts['bf16']}), "
-            f"{facts['logical_cpus']} logical CPUs, "
-            f"{facts['torch_threads']} torch thread(s)")
+            f"{plural(facts['logical_cpus'], 'logical CPU')}, "
+            f"{plural(facts['torch_threads'], 'torch thread')}")
 
 # %% ../nbs/90_runtime.ipynb #56485916
 def seed_everything(seed: int):
@@ -395,6 +418,22 @@ def atomic_file(path: str|os.PathLike,   # the file to write; an earlier one the
         dfd = os.open(path.parent, os.O_RDONLY)
         os.fsync(dfd)
         os.close(dfd)
+
+# %% ../nbs/90_runtime.ipynb #d2ac2a5e
+@contextlib.contextmanager
+def growing_file(path: str|os.PathLike,  # the file to write; an earlier one is replaced at the end
+                ):                       # yields PATH.partial, open for text (UTF-8, \n line ends)
+    "Write `path` as it grows: `PATH.partial` holds what is written so far; renamed to `path` when done."
+    path = Path(path)
+    if path.exists() and not path.is_file():      # a device or a pipe (/dev/stdout): written in place
+        with open(path, "w", encoding="utf-8", newline="\n") as f: yield f
+        return
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", encoding="utf-8", newline="\n") as f:   # a stop: closed, flushed, kept
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
 
 # %% ../nbs/90_runtime.ipynb #a7f1c205
 def write_folder_atomically(out: str|os.PathLike, # the folder to write; an earlier one there is replaced

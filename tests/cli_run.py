@@ -1,5 +1,8 @@
 """Running the command line in the tests' own process, and reading what it said: shared by the end-to-end tests."""
-import re
+import gzip, os, re
+from pathlib import Path
+
+import pytest
 
 import annotated_transformer.engines as engines
 from annotated_transformer.cli import main
@@ -15,9 +18,9 @@ def run_main(capsys, *argv):
 
 
 def messages(err: str) -> list[str]:
-    "stderr without progress bars (tqdm rewrites its line with \\r): train's and decoding's."
+    "stderr without progress bars (tqdm rewrites its line with \\r): train's, decoding's, and evaluate's per set."
     lines = (l.rsplit("\r", 1)[-1] for l in err.split("\n"))
-    return [l for l in lines if l.strip() and not re.match(r"^\s*(train|decoding)\b.*\|", l)]
+    return [l for l in lines if l.strip() and not re.match(r"^\s*(train|decoding)\b.*\||^\s*[\w./-]+: +\d+%\|", l)]
 
 
 def stop_at_batch(monkeypatch, n: int):
@@ -28,3 +31,10 @@ def stop_at_batch(monkeypatch, n: int):
         if len(calls) == n: raise KeyboardInterrupt
         return real(*a, **k)
     monkeypatch.setattr(engines, "fast_beam_search", search)
+
+
+def val_lines(n: int, lang: str = "de") -> list[str]:
+    "The first n lines of Multi30k's validation set in `lang` from the data root; the test is skipped without one."
+    path = Path(os.environ.get("ANNOTATED_TRANSFORMER_DATA", "")) / "multi30k" / f"val.{lang}.gz"
+    if not path.is_file(): pytest.skip(f"no Multi30k validation file at {path}")
+    with gzip.open(path, "rt", encoding="utf-8") as f: return [next(f).rstrip("\n") for _ in range(n)]

@@ -6,8 +6,8 @@
    searches by its own stopping rule, so its count is printed (and kept well above chance).
 2. The export cache: the first run exports and says so, the second does not; a cached folder changed after its export
    is refused, said so, and rebuilt; an exported folder can be given as --model.
-3. Large inputs: --input shows a progress bar and ends with sentences/s and the engine; a pipe is answered batch by
-   batch, before its end; Ctrl-C keeps the finished lines in OUTPUT.partial, whichever the engine.
+3. Large inputs: --input shows a progress bar and ends with sentences/s and the engine; a pipe is answered window by
+   window, before its end; Ctrl-C keeps the finished lines in OUTPUT.partial, whichever the engine.
 4. Errors: a missing extra names it; a direction mismatch is refused as with torch; a compute type an engine lacks.
 The engines are different computations from torch: nothing here compares them bit for bit."""
 import gzip, json, os, re, signal, subprocess, sys, threading, time
@@ -23,7 +23,7 @@ from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.pretrained import load_model
 from annotated_transformer.fast_model import make_fast
 from near_ties import near_tie
-from cli_run import run_main, messages, stop_at_batch
+from cli_run import run_main, messages, stop_at_batch, val_lines
 
 pytest.importorskip("ctranslate2", reason="the [ctranslate2] extra is not installed")
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
@@ -33,10 +33,7 @@ MIN_SAME = 19        # identical ids at least this often (greedy; beam 4 for ONN
 EXE = str(Path(sys.executable).parent / "annotated-transformer")
 
 
-def _val(n: int) -> list[str]:
-    path = Path(os.environ.get("ANNOTATED_TRANSFORMER_DATA", "")) / "multi30k" / "val.de.gz"
-    if not path.is_file(): pytest.skip(f"no Multi30k validation file at {path}")
-    with gzip.open(path, "rt", encoding="utf-8") as f: return [next(f).rstrip("\n") for _ in range(n)]
+def _val(n: int) -> list[str]: return val_lines(n)
 
 
 @pytest.fixture(scope="module")
@@ -150,13 +147,13 @@ def test_input_file_shows_progress_then_speed_and_engine(cache, val_file, capsys
     assert re.search(r"decoding: 100%.*20/20", err), err
     last = messages(err)[-1]
     assert re.fullmatch(r"annotated-transformer translate: 20 sentences in [\d.]+ s \([\d,.]+ sentences/s\), "
-                        r"engine onnxruntime float32, \d+ threads?", last), last
+                        r"engine onnxruntime float32, \d+ threads?, windows of 512 lines", last), last
 
 
-def test_a_pipe_is_answered_batch_by_batch(cache, tmp_path):
-    "Two lines into a pipe (--batch-size 2) come back translated while the pipe is still open."
+def test_a_pipe_is_answered_window_by_window(cache, tmp_path):
+    "Two lines into a pipe (--window 2) come back translated while the pipe is still open."
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "XDG_CACHE_HOME": str(cache)}
-    p = subprocess.Popen([EXE, "translate", "--model", "de-en", "--engine", "ctranslate2", "--batch-size", "2"],
+    p = subprocess.Popen([EXE, "translate", "--model", "de-en", "--engine", "ctranslate2", "--window", "2"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         p.stdin.write("Ein Hund läuft.\nEine Frau singt.\n".encode()); p.stdin.flush()

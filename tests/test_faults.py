@@ -60,10 +60,12 @@ def assert_one_line_error(rc, out, err, *needles):
 
 
 def assert_usage_error(rc, out, err, *needles):
-    "argparse's usage error: exit status 2, usage and message on stderr, nothing on stdout."
+    "A usage error: exit status 2, one line on stderr naming the command and the flag (no usage block), nothing on stdout."
     assert rc == 2, (rc, out, err)
     assert out == "", out
-    assert "usage: annotated-transformer" in err and "error:" in err and "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("annotated-transformer") and ": error: " in lines[0], err
+    assert "usage:" not in err and "Traceback" not in err, err
     for n in needles: assert n in err, (n, err)
 
 
@@ -118,7 +120,7 @@ def test_sigkill_mid_training_then_resume_is_bit_for_bit(tmp_path):
     assert first and int(first.group(1)) == k, r.stderr[:500]
     assert f"resumed from step {k} ({cps[-1]})" in r.stderr, r.stderr[:500]
     assert not [n for n in os.listdir(part) if TMP_RE.fullmatch(n)]        # the resume removed the kill's leftovers...
-    if others: assert f"removed {len(others)} leftover temporary file(s)" in r.stderr, r.stderr[:500]   # ...and said so
+    if others: assert f"removed {len(others)} leftover temporary file" in r.stderr, r.stderr[:500]   # ...and said so
     lines = r.stdout.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["steps"] == STEPS      # --json: stdout is one JSON object
 
@@ -246,7 +248,7 @@ def test_resume_removes_leftovers_of_a_killed_save(tmp_path, capsys):
     assert not any(p.exists() for p in junk) and (d / "notes.tmp").read_text() == "not ours"
     assert strip_progress(err).splitlines() == [
         f"resumed from step 2 ({d / 'step_00000002.pt'})",
-        f"removed 2 leftover temporary file(s) of an interrupted save from {d}: .averaged.pt.a1b2c3d4.tmp, "
+        f"removed 2 leftover temporary files of an interrupted save from {d}: .averaged.pt.a1b2c3d4.tmp, "
         f".step_00000004.pt.k2j4x9a1.tmp"], err
 
 
@@ -572,6 +574,13 @@ USAGE_ERRORS = [
     (["evaluate", "--checkpoint", "x", "--beam-size", "-3"], "--beam-size: -3 must be at least 1"),
     (["average", "--output", "o.pt"], "the following arguments are required: checkpoints"),
     (["bench", "--quick", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    # range errors: one line, as every other error (argparse's 14-line usage block came first)
+    (["translate", "--beam-size", "0", "hi"], "argument --beam-size: 0 must be at least 1"),
+    (["translate", "--length-penalty", "50", "hi"], "argument --length-penalty: 50"),
+    (["translate", "--batch-size", "0", "hi"], "argument --batch-size: 0 must be at least 1"),
+    (["translate", "--n-best", "0", "hi"], "argument --n-best: 0 must be at least 1"),
+    (["translate", "--window", "0", "hi"], "argument --window: 0 must be at least 1"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
 ]
 
 

@@ -1,7 +1,7 @@
 """`annotated-transformer export --format onnx` end to end: the shipped de-en model exported by the command line,
 run by ONNX Runtime in Python, against our PyTorch decoder (chapter 35). Two different computations: greedy ids
 are compared by the near-tie rule, teacher-forced log-probs within 1e-4. Without the extra, a clear error."""
-import json, os, subprocess, sys
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
@@ -72,3 +72,21 @@ def test_without_the_extra_the_error_names_it(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode != 0
     assert "pip install 'annotated-transformer[onnx]'" in r.stderr, r.stderr[-1000:]
+
+
+@pytest.mark.parametrize("name", ["encoder.onnx", "decoder.onnx", "weights.bin"])
+def test_a_truncated_export_is_one_line(exported, tmp_path, name):
+    "A copy of an export cut short (a graph or the shared weights): `translate` says so in one line that names the"
+    " folder, the file and the fix; nothing from ONNX Runtime's own log, no C++ signature."
+    folder = tmp_path / "cut"
+    shutil.copytree(exported, folder)
+    f = folder / name
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    r = subprocess.run(CLI + ["translate", "--engine", "onnxruntime", "--model", str(folder), SENTENCES[0]],
+                       capture_output=True, text=True)
+    lines = r.stderr.splitlines()
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert str(folder) in lines[0] and name in lines[0], lines[0]
+    assert "annotated-transformer export --format onnx" in lines[0], lines[0]          # the fix
+    for engine_text in ("onnxruntime::", "std::", "\x1b[", "[ONNXRuntimeError]", ".cc:"):
+        assert engine_text not in r.stderr, r.stderr

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write README.md from nbs/index.ipynb without Quarto (which `nbdev-readme` needs).
 
-Markdown cells are copied, visible code cells become ```python blocks followed by their text output;
-`#| hide` cells and nbdev directives are dropped. The website (rendered from the same notebook) links its
+Markdown cells are copied, visible code cells become ```python blocks followed by their text output; an
+`#| echo: false` cell gives only the Markdown it displays (prose computed from stored results, as the website shows
+it); `#| hide` cells and nbdev directives are dropped. The website (rendered from the same notebook) links its
 chapters relatively (`multi30k.html`); on the repository's front page those lead nowhere, so README.md gets
 them as absolute links to the website (the Documentation URL of pyproject.toml).
 `python tools/readme.py --check` exits 1 if README.md is out of date (CI runs it)."""
@@ -31,6 +32,13 @@ def _text_output(cell):
     return "".join(out).rstrip("\n")
 
 
+def _markdown_output(cell) -> str:
+    "The Markdown a cell displays (`IPython.display.Markdown`), as Markdown."
+    return "\n\n".join("".join(o["data"]["text/markdown"]).strip() for o in cell.get("outputs", [])
+                       if o.get("output_type") in ("execute_result", "display_data")
+                       and "text/markdown" in o.get("data", {}))
+
+
 def render(nb_path=ROOT / "nbs" / "index.ipynb") -> str:
     nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
     parts = []
@@ -41,7 +49,9 @@ def render(nb_path=ROOT / "nbs" / "index.ipynb") -> str:
             continue
         lines = src.splitlines()
         flags = [l for l in lines if l.startswith("#|")]
-        if any(re.match(r"#\|\s*(hide|exporti?|exports)\b", l) for l in flags) or any("echo: false" in l for l in flags):
+        if any(re.match(r"#\|\s*(hide|exporti?|exports)\b", l) for l in flags): continue
+        if any(re.match(r"#\|\s*echo:\s*false\b", l) for l in flags):   # its output only, as on the website
+            if md := _markdown_output(c): parts.append(absolute_links(md))
             continue
         code = "\n".join(l for l in lines if not l.startswith("#|")).strip()
         if code: parts.append(f"```python\n{code}\n```")

@@ -236,6 +236,8 @@ nav.book li { margin: 0.15rem 0; }
 nav.book a { color: #343a40; text-decoration: none; }
 nav.book a.active { color: #2780e3; font-weight: 600; }
 main.content { padding: 1.5rem 2.5rem 4rem; max-width: 58rem; }
+@media (max-width: 991.98px) {   /* as Quarto folds its sidebar: a phone's width goes to the page */
+  .layout { display: block; } nav.book { display: none; } main.content { padding: 1rem; } }
 header#title-block-header h1.title { margin-bottom: 0.2rem; }
 header#title-block-header p.subtitle { font-style: italic; opacity: 0.75; font-size: 1.15rem; margin-top: 0; }
 nav#TOC { font-size: 0.85rem; border: 1px solid #e3e3e8; padding: 0.4rem 1rem; margin-bottom: 1.5rem; background: #fcfcfd; }

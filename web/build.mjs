@@ -1,4 +1,5 @@
-// npm run build [-- OUTDIR]   (or AT_WEB_OUT=OUTDIR): bundle src/translate.js with esbuild, and
+// npm run build [-- OUTDIR]   (or AT_WEB_OUT=OUTDIR): bundle src/translate.js (and its stylesheet,
+// src/translate.css, as text) with esbuild, and
 // write a gzip copy of onnxruntime-web's ort-wasm-simd-threaded.wasm next to it (the page
 // decompresses it with DecompressionStream). Default OUTDIR: web/dist/.
 import * as esbuild from 'esbuild';
@@ -15,6 +16,7 @@ await esbuild.build({
   bundle: true, format: 'esm', splitting: true, minify: true, sourcemap: false,
   target: ['es2020'], outdir: out, entryNames: '[name]', chunkNames: 'chunks/[name]-[hash]',
   logLevel: 'warning', legalComments: 'eof',
+  loader: { '.css': 'text' },          // translate.css: the page adds it as a <style>
 });
 const wasm = fs.readFileSync(path.join(here, 'node_modules', 'onnxruntime-web', 'dist', 'ort-wasm-simd-threaded.wasm'));
 const gz = zlib.gzipSync(wasm, { level: 9 });

@@ -1,8 +1,10 @@
 // The in-browser translator: builds its UI inside <div id="at-translate" data-models="…">.
 // Nothing is fetched until the first Translate; models live at `${data-models}/de-en/` and
 // `${data-models}/en-de/` (relative to the page), the gzipped WASM runtime next to this script.
+// Its look is translate.css (bundled as text by build.mjs, added to the page once).
 import { Translator, stats, fmtBytes } from './model.js';
 import { isBlank, cutMessage, heatmapLayout, LABEL_PX } from './input.js';
+import STYLE from './translate.css';
 
 const DIRECTIONS = { 'de-en': 'German → English', 'en-de': 'English → German' };
 const KINDS = [['encoder', 'Encoder self-attention', 'srcTokens', 'srcTokens'],
@@ -19,11 +21,11 @@ function el(tag, attrs = {}, ...kids) {
   return e;
 }
 
-function heatmap(canvas, matrix, rows, cols) {
-  const font = 11, dpr = window.devicePixelRatio || 1;
+function heatmap(canvas, matrix, rows, cols, family = 'sans-serif') {
+  const dpr = window.devicePixelRatio || 1, font = `11px ${family}`;   // the page's font
   const { cell, labels } = heatmapLayout(rows.length, cols.length, dpr);   // within what a browser draws
   const ctx = canvas.getContext('2d');
-  ctx.font = `${font}px sans-serif`;
+  ctx.font = font;
   const pad = (ts) => labels ? Math.min(LABEL_PX, Math.ceil(Math.max(20, ...ts.map(t => ctx.measureText(t).width))) + 8) : 4;
   const padL = pad(rows), padT = pad(cols);
   const w = padL + cols.length * cell + 4, h = padT + rows.length * cell + 4;
@@ -31,7 +33,7 @@ function heatmap(canvas, matrix, rows, cols) {
   canvas.style.width = `${w}px`; canvas.style.height = `${h}px`;
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, w, h);
-  ctx.font = `${font}px sans-serif`;
+  ctx.font = font;
   for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) {
     const v = Math.max(0, Math.min(1, matrix[i][j]));
     const c = Math.round(255 * (1 - v));
@@ -50,9 +52,19 @@ function heatmap(canvas, matrix, rows, cols) {
   ctx.restore();
 }
 
+function addStyle() {
+  if (document.getElementById('at-translate-style')) return;
+  document.head.append(el('style', { id: 'at-translate-style', text: STYLE }));
+}
+
+// a label above its control, in a block of its own
+const field = (label, control) =>
+  el('div', { class: 'at-field' }, el('label', { for: control.id, text: label }), control);
+
 function build(root) {
   const base = root.dataset.models || 'browser/models';
   const uid = 'at-tr';
+  addStyle();
   root.dataset.state = 'ready';
   root.classList.add('at-translate');
   const status = el('p', { class: 'at-status', role: 'status', 'aria-live': 'polite' });
@@ -63,7 +75,7 @@ function build(root) {
     root.replaceChildren(status);
     return null;
   }
-  const input = el('textarea', { id: `${uid}-input`, rows: '3', cols: '60',
+  const input = el('textarea', { id: `${uid}-input`, rows: '3', 'aria-describedby': `${uid}-hint`,
                                  placeholder: 'Ein Mann fährt Fahrrad.' });
   const dir = el('select', { id: `${uid}-dir` });
   for (const [v, t] of Object.entries(DIRECTIONS)) dir.append(el('option', { value: v, text: t }));
@@ -74,17 +86,19 @@ function build(root) {
   const layer = el('select', { id: `${uid}-layer` });
   const head = el('select', { id: `${uid}-head` });
   const maps = el('div', { class: 'at-maps' });
+  const result = el('div', { class: 'at-result', hidden: '' },      // shown once there is a translation
+    el('span', { class: 'at-result-label', text: 'Translation' }), output);
   const viz = el('fieldset', { class: 'at-attention', hidden: '' },
     el('legend', { text: 'Attention for the sentence just translated' }),
-    el('label', { for: `${uid}-layer`, text: 'Layer ' }), layer, ' ',
-    el('label', { for: `${uid}-head`, text: 'Head ' }), head, maps);
+    el('div', { class: 'at-row' }, field('Layer', layer), field('Head', head)), maps);
   root.replaceChildren(
-    el('p', {}, el('label', { for: `${uid}-input`, text: 'Sentence to translate (Enter translates, Shift+Enter: new line)' })),
-    el('p', {}, input),
-    el('p', {}, el('label', { for: `${uid}-dir`, text: 'Direction ' }), dir, ' ',
-       el('label', { for: `${uid}-search`, text: 'Search ' }), search, ' ', button),
+    el('div', { class: 'at-field' },
+       el('label', { for: `${uid}-input`, text: 'Sentence to translate' }),
+       el('p', { id: `${uid}-hint`, class: 'at-hint', text: 'Enter translates; Shift+Enter starts a new line.' }),
+       input),
+    el('div', { class: 'at-row' }, field('Direction', dir), field('Search', search), button),
     status,
-    el('p', {}, el('strong', { text: 'Translation: ' }), output),
+    result,
     viz);
 
   const translators = new Map();   // direction -> Promise<Translator>
@@ -114,11 +128,16 @@ function build(root) {
       const m = hv === 'mean'
         ? per[0].map((row, i) => row.map((_, j) => per.reduce((s, hm) => s + hm[i][j], 0) / per.length))
         : per[Number(hv)];
-      const canvas = el('canvas', { role: 'img',
-        'aria-label': `${title}, layer ${l}, ${hv === 'mean' ? 'mean of heads' : 'head ' + hv}` });
+      const label = `${title}, layer ${l}, ${hv === 'mean' ? 'mean of heads' : 'head ' + hv}`;
+      const canvas = el('canvas', { role: 'img', 'aria-label': label });
       canvas.dataset.kind = kind;
-      heatmap(canvas, m, a[rk], a[ck]);
-      maps.append(el('figure', {}, canvas, el('figcaption', { text: title })));
+      heatmap(canvas, m, a[rk], a[ck], getComputedStyle(root).fontFamily);
+      // a map larger than the column scrolls inside its box (focusable: arrow keys scroll it)
+      const box = el('div', { class: 'at-map-box', tabindex: '0', role: 'group', 'aria-label': label }, canvas);
+      const caption = el('figcaption', { text: `${title} (${a[rk].length} × ${a[ck].length})` });
+      maps.append(el('figure', { class: 'at-map' }, caption, box));
+      if (box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1)
+        caption.append(el('span', { class: 'at-scroll-note', text: ': larger than the page, scroll inside it' }));
     }
   };
   layer.addEventListener('change', drawMaps);
@@ -135,7 +154,7 @@ function build(root) {
     if (isBlank(text)) {                 // as the package: a blank line is not translated, its translation is ""
       last = null;
       output.textContent = '';
-      viz.hidden = true;
+      result.hidden = viz.hidden = true;
       setStatus('Nothing to translate: the box is empty.');
       return { text: '', ids: [], blank: true };
     }
@@ -149,6 +168,7 @@ function build(root) {
       res.direction = direction; res.beam = beam;
       last = res;
       output.textContent = res.text;
+      result.hidden = false;
       const cfg = tr.cfg;
       layer.replaceChildren(...Array.from({ length: cfg.n_layers }, (_, i) => el('option', { value: String(i), text: String(i) })));
       layer.value = String(cfg.n_layers - 1);
