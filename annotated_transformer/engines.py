@@ -247,7 +247,8 @@ def _open_export(folder: Path, kind: str, compute_type: str|None, device: torch.
     info = {"src": meta["src_lang"], "tgt": meta["tgt_lang"], "export": str(folder)}
     # CTranslate2's workers each take a batch: at a window's end all but one wait for the last, so its
     # windows are longer (1,024 lines a worker; 512 lose 7 % against one whole-file window, 128 lose 13 %)
-    return Engine(kind, ct, codec, config, decode, threads, info, workers, window=1024 * workers)
+    return Engine(kind, ct, codec, config, decode, threads, info, workers,
+                  **({"window": 1024 * workers} if kind == "ctranslate2" else {}))
 
 # %% ../nbs/36_engines.ipynb #90d3d2f5
 def _torch_engine(model: Transformer, codec, compute_type: str, device: torch.device,

@@ -628,7 +628,7 @@ def test_evaluate_json_is_one_object_on_stdout(mt_ckpt):
     assert len(lines) == 1, r.stdout
     res = json.loads(lines[0])
     assert res["split"] == "test_2016_flickr" and res["sentences"] == 3 and "signature" in res
-    assert "decoding" in r.stderr                                        # the progress bar went to stderr
+    assert "test_2016_flickr: 100%" in r.stderr                          # the progress bar, named, went to stderr
 
 
 # --------------------------------------------------------------------------------------------------------------
