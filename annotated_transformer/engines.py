@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/engines.html
 
 # %% ../nbs/36_engines.ipynb #cfe6af7c
 from __future__ import annotations
-import copy, hashlib, importlib, importlib.util, itertools, json, os, re, sys, time, warnings
+import copy, functools, hashlib, importlib, importlib.util, itertools, json, os, re, sys, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -364,6 +364,7 @@ def score_engine_sets(engine: Engine,                          # from `open_engi
                 engine, sources, options, batch_size, progress=progress and name))]
 
 # %% ../nbs/36_engines.ipynb #7c735911
+@functools.cache                  # read once per language and process
 def stop_words(lang: str, # a language code, e.g. "de"
               ) -> frozenset[str]: # lower-case words; empty where spaCy has no list for `lang`
     "spaCy's stop words of a language, read from its `spacy/lang/LANG/stop_words.py` without loading spaCy."
