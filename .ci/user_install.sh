@@ -114,4 +114,32 @@ else
   t0=$SECONDS; echo "no checkpoint: training on the own corpus failed" >"$tmp/out"
   fail "translate --checkpoint --n-best 2"; fail "attention --checkpoint --output x.png"
 fi
+
+# 7. The reader's exercises, as a reader outside the clone gets them: `exercises 02` writes the chapter's notebook; its
+#    cells run as written (each check: not answered yet), then with a wrong answer (a known mistake: caught, with its
+#    hint), then with the right one (the chapter's folded solution, read from the source copy: ✔).
+cat >"$tmp/exercises.py" <<'EOF'
+import glob, json, re, sys
+from annotated_transformer.exercises import EXERCISES, exercise_section, solutions
+nb = json.load(open("ex02.ipynb", encoding="utf-8"))
+chapter = json.load(open(glob.glob(sys.argv[1] + "/02_*.ipynb")[0], encoding="utf-8"))
+right = dict(s for c in exercise_section(chapter) if c["cell_type"] == "markdown" for s in solutions("".join(c["source"])))
+env, n = {}, 0
+for c in nb["cells"]:
+    if c["cell_type"] != "code": continue
+    src = "\n".join("pass" if l.lstrip().startswith("%") else l for l in c["source"].splitlines())  # %pip: IPython's
+    exec(src, env)                                                             # as written: the placeholders
+    for ex, name in re.findall(r'check\("(\d\d\.\d+)", (\w+)\)', src):
+        v = env["check"](ex, env[name]); print("as written:", v); assert not v and "not answered yet" in v.line
+        if EXERCISES[ex].mistakes:
+            env[name] = EXERCISES[ex].mistakes[0].answer                       # a wrong answer
+            v = env["check"](ex, env[name]); print("wrong:     ", v)
+            assert not v and v.mistake == EXERCISES[ex].mistakes[0].name
+        exec(right[ex], env)                                                   # the right one
+        v = env["check"](ex, env[name]); print("right:     ", v); assert v; n += 1
+assert n == len(right) >= 2, (n, sorted(right))
+print(f"{n} exercises: unanswered, wrong and right answers each checked")
+EOF
+check "exercises 02: the reader's notebook checks a wrong answer, then a right one" \
+  bash -c "'$cli' exercises 02 --output ex02.ipynb && '$py' '$tmp/exercises.py' '$tmp/src/nbs'"
 finish

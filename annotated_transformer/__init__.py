@@ -9,8 +9,18 @@ __all__ = []
 
 # %% ../nbs/index.ipynb #ad248a55
 __version__ = "0.1.0"
-# The seeds of the API, importable from the top level
-from .model import (create_transformer, count_parameters, greedy_decode, get_config,
-                                         TransformerConfig, Transformer, PRESETS)
-from .attention import scaled_dot_product_attention, padding_mask, causal_mask, target_mask
-from .embeddings import PAD_IDX, BOS_IDX, EOS_IDX, UNK_IDX
+# The seeds of the API, importable from the top level (`from annotated_transformer import Transformer`), each
+# imported when first asked for: `annotated-transformer --help` starts without PyTorch.
+_SEEDS = {"model": ("create_transformer", "count_parameters", "greedy_decode", "get_config",
+                    "TransformerConfig", "Transformer", "PRESETS"),
+          "attention": ("scaled_dot_product_attention", "padding_mask", "causal_mask", "target_mask"),
+          "embeddings": ("PAD_IDX", "BOS_IDX", "EOS_IDX", "UNK_IDX")}
+
+def __getattr__(name: str):
+    "A seed of the API, from its module (PEP 562: Python asks only for a name the package lacks)."
+    module = next((m for m, names in _SEEDS.items() if name in names), None)
+    if module is None: raise AttributeError(f"module 'annotated_transformer' has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(f"annotated_transformer.{module}"), name)
+
+def __dir__(): return sorted({*globals(), *(n for names in _SEEDS.values() for n in names)})

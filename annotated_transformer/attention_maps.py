@@ -18,7 +18,7 @@ from matplotlib.backend_bases import FigureCanvasBase
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .embeddings import BOS_IDX, EOS_IDX, PAD_IDX, SPECIAL_TOKENS
 from .model import greedy_decode
-from .evaluation import encode_sources, translate
+from .evaluation import encode_sources, translate_with_model
 
 # %% auto #0
 __all__ = ['KINDS', 'AXES', 'NAMES', 'attention_weights', 'AttentionRecorder', 'token_labels', 'AttentionMaps', 'attention_maps',

@@ -1,4 +1,4 @@
-"""Appendix — the two halves of `annotated-transformer bench`: the training benchmarks behind chapters 19 and 24 (`run_benchmarks`, its report and figures), and translation timed engine against engine on the same weights (ours, CTranslate2, ONNX Runtime, JoeyNMT), each result with the record of its machine.
+"""Appendix — the three parts of `annotated-transformer bench`: the training benchmarks behind chapters 19 and 24 (`run_benchmarks`, its report and figures), translation timed engine against engine on the same weights (ours, CTranslate2, ONNX Runtime, JoeyNMT), and the command line's start-up (`startup_times`), each result with the record of its machine.
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/benchmarking.html.md"""
 
@@ -7,7 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/benchmarking
 # %% ../nbs/94_benchmarking.ipynb #08e32ca0
 from __future__ import annotations
 import copy, importlib.metadata, itertools, json, os, platform, statistics, tempfile, textwrap, time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import partial
 from typing import Sequence
@@ -28,15 +28,16 @@ from .ctranslate2_export import (resolve_translator, export_ctranslate2,
                                                       load_ctranslate2, decode_ctranslate2)
 from .onnx_export import export_onnx, OnnxTranslator, OnnxModel
 from annotated_transformer.engines import (Engine, EngineOptions, model_engine, model_sha256, quantize_int8,
+    inference_model,
     translate_lines)
 
 # %% auto #0
 __all__ = ['DECODING_LEVERS', 'STORED_BENCH_RUNS', 'BENCH_SIZES', 'TARGETS', 'RATIO_KEYS', 'TRAIN_STEP', 'cpu_vendor',
-           'machine_record', 'timed_runs', 'with_threads', 'bleu_tokens', 'ours_engine', 'ctranslate2_engine',
-           'onnx_engine', 'engine_table', 'command_line_rows', 'latency_engines', 'latency', 'lever_table',
+           'machine_record', 'timed_runs', 'with_threads', 'bleu_tokens', 'ours_runner', 'ctranslate2_runner',
+           'onnx_runner', 'runner_table', 'command_line_rows', 'latency_engines', 'latency', 'lever_table',
            'bench_inputs', 'TranslationBench', 'bench_translation', 'bench_table', 'stored_result', 'result_machine',
            'result_provenance', 'markdown_table', 'ratio_text', 'run_benchmarks', 'bench_machine', 'format_report',
-           'plot_bench']
+           'plot_bench', 'startup_commands', 'startup_times', 'startup_table']
 
 # %% ../nbs/94_benchmarking.ipynb #a129fbdd
 def cpu_vendor(cpu: str, # a CPU's model name, as `hardware_summary` gives it
@@ -85,85 +86,87 @@ def bleu_tokens(codec,                   # the model's codec: detokenizes the id
                 refs: list[str],         # the reference translations
                ) -> tuple[float, int]:   # (BLEU, target tokens generated)
     "(sacreBLEU of the detokenized hypotheses, target tokens generated without </s>)."
-    return corpus_bleu([codec.decode_tgt(h) for h in hyps], refs).score, sum(map(len, hyps))
+    return corpus_bleu([codec.tgt_text(h) for h in hyps], refs).score, sum(map(len, hyps))
 
 # %% ../nbs/94_benchmarking.ipynb #ae0a2bec
-def ours_engine(model: Transformer,    # eval, its fast twins (`make_fast`); packed, int8, bf16: yours
+def ours_runner(model: Transformer,    # eval, its fast twins (`make_fast`); packed, int8, bf16
                 ids: list[list[int]],  # source ids, <s> … </s>
-                search: dict,          # `decode_corpus`'s options, batch_size
+                search_kwargs: dict,  # `decode_corpus`'s keywords: options, batch_size
                 threads: int=1,        # intra-op threads (with workers > 1: one each)
                 workers: int=1,        # worker processes, a batch each (chapter 15)
-               ):                      # a decoder: () -> hypotheses
+               ):                      # a runner: () -> hypotheses
     "`decode_corpus` with `fast_beam_search`, on `threads` threads or `workers` of one thread each."
-    run = dict(search, search=fast_beam_search)      # the caller's options, the fast search
+    run = dict(search_kwargs, search=fast_beam_search)      # the caller's options, the fast search
     if workers > 1: return lambda: decode_corpus(model, ids, workers=workers, **run)
     return with_threads(threads, lambda: decode_corpus(model, ids, **run))
 
-def ctranslate2_engine(folder,                # written by `export_ctranslate2`
+def ctranslate2_runner(folder,                # written by `export_ctranslate2`
                        codec,                 # the model's codec
                        ids: list[list[int]],  # source ids, <s> … </s>
-                       search: dict,          # options (`SearchOptions`), batch_size
+                       search_kwargs: dict,  # `decode_corpus`'s keywords: options, batch_size
                        max_len: int,          # the model's max_len: the same output caps as ours
                        compute: str="float32",  # CTranslate2's compute_type: "float32", "int8", …
                        threads: int=1,        # intra_threads: threads within one batch
                        workers: int=1,        # inter_threads: batches decoded at once
-                      ):                      # a decoder: () -> hypotheses
+                      ):                      # a runner: () -> hypotheses
     "CTranslate2 on an exported folder, opened now (loading is not timed)."
     tr = load_ctranslate2(folder, compute_type=compute, intra_threads=threads,
                           inter_threads=workers)[0]
-    return lambda: decode_ctranslate2(tr, codec, ids, max_len=max_len, **search)
+    return lambda: decode_ctranslate2(tr, codec, ids, max_len=max_len, **search_kwargs)
 
-def onnx_engine(folder,                # written by `export_onnx`
+def onnx_runner(folder,                # written by `export_onnx`
                 config,                # the exported model's `TransformerConfig`
                 ids: list[list[int]],  # source ids, <s> … </s>
-                search: dict,          # `decode_corpus`'s options, batch_size
+                search_kwargs: dict,  # `decode_corpus`'s keywords: options, batch_size
                 threads: int=1,        # ONNX Runtime's intra-op threads
-               ):                      # a decoder: () -> hypotheses
+               ):                      # a runner: () -> hypotheses
     "ONNX Runtime (float32, CPU) behind `OnnxModel`, searched by our `fast_beam_search`."
     m = OnnxModel(OnnxTranslator(folder, threads=threads), config)
-    return with_threads(threads, lambda: decode_corpus(m, ids, search=fast_beam_search, **search))
+    run = dict(search_kwargs, search=fast_beam_search)      # the caller's options, the fast search
+    return with_threads(threads, lambda: decode_corpus(m, ids, **run))
 
 # %% ../nbs/94_benchmarking.ipynb #d66abcac
-def engine_table(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
+def runner_table(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
                  ids: list[list[int]],       # source ids, <s> … </s>
                  threads: Sequence[int],     # thread counts; t > 1 also runs t workers of 1 thread
-                 search: dict,               # options (`SearchOptions`), batch_size
+                 search_kwargs: dict,  # `decode_corpus`'s keywords: options, batch_size
                  ct2_dir,                    # the model's `export_ctranslate2` folder (float32)
                  onnx_dir=None,              # its `export_onnx` folder; None: no ONNX Runtime
                  int8_ours: bool=True,       # also ours with int8 linear layers (`quantize_int8`)
-                ) -> dict:                   # name -> (description, decoder)
+                ) -> dict:                   # name -> (description, runner)
     "Every configuration: ours, CTranslate2 float32 and int8, ONNX Runtime; t threads or t workers."
     # as the command line runs ours: copies, packed (or int8), on their fast twins (chapter 22)
-    ours = {"float32": make_fast(pack_linears(model))}
-    if int8_ours: ours["int8"] = make_fast(quantize_int8(model))
-    if bf16_native(): ours["bfloat16"] = make_fast(pack_linears(model, torch.bfloat16))
+    cpu = torch.device("cpu")
+    kinds = ["float32", *(["int8"] if int8_ours else []), *(["bfloat16"] if bf16_native() else [])]
+    ours = {c: inference_model(model, cpu, c) for c in kinds}
     short = {"float32": "fp32", "int8": "int8", "bfloat16": "bf16"}
-    ct2 = lambda c, t, w: ctranslate2_engine(ct2_dir, codec, ids, search, model.config.max_len,
+    kw = search_kwargs
+    ct2 = lambda c, t, w: ctranslate2_runner(ct2_dir, codec, ids, kw, model.config.max_len,
                                              c, threads=t, workers=w)
     row = lambda engine, c, t, w: dict(engine=engine, compute=c, threads=t, workers=w)
     out = {}
     for t in threads:
         for c, m in ours.items():
             out[f"ours {short[c]}, {t} thr"] = (row("ours", c, t, 1),
-                                                ours_engine(m, ids, search, t))
+                                                ours_runner(m, ids, kw, t))
         for c in ("float32", "int8"): out[f"CT2 {c}, {t} thr"] = (row("ctranslate2", c, t, 1),
                                                                  ct2(c, t, 1))
         if t == 1: continue
         for c in ("float32", "int8"):                  # t cores, t workers of one thread each
             if c in ours: out[f"ours {short[c]}, {t} workers"] = (
-                row("ours", c, 1, t), ours_engine(ours[c], ids, search, workers=t))
+                row("ours", c, 1, t), ours_runner(ours[c], ids, kw, workers=t))
         for c in ("float32", "int8"): out[f"CT2 {c}, {t} workers"] = (row("ctranslate2", c, 1, t),
                                                                      ct2(c, 1, t))
     for t in threads if onnx_dir is not None else ():
         out[f"ONNX Runtime fp32, {t} thr"] = (row("onnxruntime", "float32", t, 1),
-                                              onnx_engine(onnx_dir, model.config, ids, search, t))
+                                              onnx_runner(onnx_dir, model.config, ids, kw, t))
     return out
 
 # %% ../nbs/94_benchmarking.ipynb #6ff31e46
 def command_line_rows(model: Transformer, codec, # the benchmarked model (float32, eval) and its codec
                       sources: list[str],        # the raw source sentences
-                      threads: Sequence[int],    # thread counts, as `engine_table`'s
-                      search: dict,              # options (`SearchOptions`), batch_size
+                      threads: Sequence[int],    # thread counts, as `runner_table`'s
+                      search_kwargs: dict,  # `decode_corpus`'s keywords: options, batch_size
                       cache_dir,                 # an empty folder: the export cache of this run
                      ) -> tuple[dict, dict]:     # (name -> (description, decoder), threads -> open times)
     "`translate --engine ctranslate2` as the command line runs it, at each thread count; opening timed apart."
@@ -177,7 +180,7 @@ def command_line_rows(model: Transformer, codec, # the benchmarked model (float3
         rows[f"translate --engine ctranslate2, {'1 thr' if t == 1 else f'{t} workers'}"] = (
             dict(engine="ctranslate2", compute="float32", threads=e.threads, workers=e.workers,
                  command_line=True),
-            lambda e=e: list(translate_lines(e, sources, search["options"], search["batch_size"])))
+            lambda e=e: list(translate_lines(e, sources, **search_kwargs)))
     return rows, opened
 
 def latency_engines(model: Transformer, codec, # the benchmarked model (float32, eval) and its codec
@@ -233,13 +236,14 @@ def _lever_off(name: str) -> dict:
 def lever_table(model: Transformer, codec,  # the benchmarked model (float32, eval) and its codec
                 ids: list[list[int]],       # source ids, <s> … </s>
                 refs: list[str],            # their references (BLEU)
-                search: dict,               # options (`SearchOptions`), batch_size
+                search_kwargs: dict,  # `decode_corpus`'s keywords: options, batch_size
                 repeats: int,               # timed runs of each side, in turn
                ) -> list[dict]:             # a row per lever of `DECODING_LEVERS`
     "Each lever on (the rest on too) vs off, one thread, in turn: speed-up, same ids, BLEU."
     # ours as the command line runs it: packed, on its fast twins, searched by `fast_beam_search`
-    q, packed, rows = make_fast(quantize_int8(model)), make_fast(pack_linears(model)), []
-    unpacked, run = make_fast(copy.deepcopy(model)), dict(search, search=fast_beam_search)
+    cpu = torch.device("cpu")
+    q, packed, rows = inference_model(model, cpu, "int8"), inference_model(model, cpu), []
+    unpacked, run = make_fast(copy.deepcopy(model)), dict(search_kwargs, search=fast_beam_search)
     on = lambda: decode_corpus(packed, ids, **run)
     for name in DECODING_LEVERS:
         if name == "int8 linear layers": a, b = lambda: decode_corpus(q, ids, **run), on
@@ -279,7 +283,7 @@ def _run_row(name: str, desc: dict, timed: tuple, codec, refs: list[str],
     text = bool(hyps) and isinstance(hyps[0], str)        # a command-line row: text in, text out
     if text: bleu, tokens = corpus_bleu(hyps, refs).score, None
     else: bleu, tokens = bleu_tokens(codec, hyps, refs)
-    same = hyps if not text else [codec.decode_tgt(h) for h in reference]
+    same = hyps if not text else [codec.tgt_text(h) for h in reference]
     return {"name": name, **desc, "cores": desc["threads"] * desc["workers"],
             "seconds": [round(x, 3) for x in ts],
             "sentences_per_s": round(len(hyps) / t, 2),
@@ -315,9 +319,9 @@ class TranslationBench:
     "What `bench_translation` measures: sentences, search, configurations, how often."
     split: str = "test_2016_flickr"  # the Multi30k split to translate (ignored with `pairs`)
     n_sentences: int = 1000          # its first n sentences
-    beam_size: int = 4               # the search, as `decode_corpus`
-    length_penalty: float = 0.6      # length-penalty α
-    batch_size: int = 64             # sentences per batch
+    # the search, as `decode_corpus`'s (beam size, α)
+    search_options: SearchOptions = field(default_factory=SearchOptions)
+    batch_size: int = 64             # sentences decoded together
     threads: Sequence[int] = (1, 2)  # thread counts; t > 1 also runs t workers of one thread each
     repeats: int = 2                 # timed runs of each configuration, in turn; the median counts
     int8_ours: bool = True           # also time ours with int8 linear layers (`quantize_int8`)
@@ -327,19 +331,23 @@ class TranslationBench:
 
 
 # %% ../nbs/94_benchmarking.ipynb #7186494d
-def _speed_rows(m: Transformer, codec, pairs: list, ids: list, b: TranslationBench, search: dict,
-                tmp: Path) -> tuple[list[dict], dict]: # (rows, the command line's opening times)
+def _speed_rows(m: Transformer, codec, pairs: list, ids: list, b: TranslationBench,
+                search_kwargs: dict, tmp: Path,
+               ) -> tuple[list[dict], dict]: # (rows, the command line's opening times)
     "Every configuration timed in turn, each command-line row right after CTranslate2's own on as many cores."
     ct2_dir = export_ctranslate2(m, tmp / "ct2", codec=codec)              # float32; int8 at load
     onnx_dir = export_onnx(m, tmp / "onnx", codec=codec) if b.onnx else None
-    engines = engine_table(m, codec, ids, b.threads, search, ct2_dir, onnx_dir, b.int8_ours)
-    cli, opened = command_line_rows(m, codec, [s for s, _ in pairs], b.threads, search, tmp / "cache")
-    order = [x for n in engines for x in (n, *[c for c in cli if n == f"CT2 float32, {c.split(', ')[-1]}"])]
-    engines.update(cli)
-    timed = timed_runs({n: engines[n][1] for n in order}, b.repeats)
-    reference = timed[next(iter(engines))][2]                             # ours fp32, first thread count
+    runners = runner_table(m, codec, ids, b.threads, search_kwargs, ct2_dir, onnx_dir, b.int8_ours)
+    sources = [s for s, _ in pairs]
+    cli, opened = command_line_rows(m, codec, sources, b.threads, search_kwargs, tmp / "cache")
+    order = [x for n in runners
+             for x in (n, *[c for c in cli if n == f"CT2 float32, {c.split(', ')[-1]}"])]
+    runners.update(cli)
+    timed = timed_runs({n: runners[n][1] for n in order}, b.repeats)
+    reference = timed[next(iter(runners))][2]                 # ours fp32, first thread count
     refs = [t for _, t in pairs]
-    return _ratios([_run_row(n, engines[n][0], timed[n], codec, refs, reference) for n in order]), opened
+    rows = [_run_row(n, runners[n][0], timed[n], codec, refs, reference) for n in order]
+    return _ratios(rows), opened
 
 # %% ../nbs/94_benchmarking.ipynb #d64647e6
 def bench_translation(
@@ -356,22 +364,23 @@ def bench_translation(
     latency_sentences, lever_sentences = b.latency_sentences, b.lever_sentences
     m, codec, where = resolve_translator(model, codec)
     split, pairs, refs, ids = bench_inputs(m, codec, b.split, pairs, b.n_sentences, data_dir)
-    asked = dict(beam_size=b.beam_size, length_penalty=b.length_penalty, batch_size=b.batch_size)
-    search = dict(options=SearchOptions(beam_size=b.beam_size, length_penalty=b.length_penalty),
-                  batch_size=b.batch_size)
+    o = b.search_options
+    asked = dict(beam_size=o.beam_size, length_penalty=o.length_penalty, batch_size=b.batch_size)
+    search_kwargs = dict(options=o, batch_size=b.batch_size)
     args = dict(model=where, split=split, n_sentences=len(pairs), **asked, threads=tuple(threads),
                 repeats=repeats, int8_ours=int8_ours, latency_sentences=latency_sentences,
                 lever_sentences=lever_sentences, onnx=onnx)
     call = command or f"bench_translation({', '.join(f'{k}={v!r}' for k, v in args.items())})"
     with tempfile.TemporaryDirectory() as tmp:
-        runs, opened = _speed_rows(m, codec, pairs, ids, b, search, Path(tmp))
+        runs, opened = _speed_rows(m, codec, pairs, ids, b, search_kwargs, Path(tmp))
         lat = (latency(latency_engines(m, codec, Path(tmp) / "cache", int8_ours, onnx),
-                       [s for s, _ in pairs[:latency_sentences]], b.beam_size, b.length_penalty)
+                       [s for s, _ in pairs[:latency_sentences]], o.beam_size, o.length_penalty)
                if latency_sentences else [])
-    levers = (lever_table(m, codec, ids[:lever_sentences], refs[:lever_sentences], search, repeats)
-              if lever_sentences else [])
+    n = lever_sentences
+    lever_rows = (lever_table(m, codec, ids[:n], refs[:n], search_kwargs, repeats)
+                  if lever_sentences else [])
     return {"command": call, "model": where, "split": split, "sentences": len(pairs), **asked,
-            **_machine(call, onnx), "runs": runs, "latency": lat, "levers": levers,
+            **_machine(call, onnx), "runs": runs, "latency": lat, "levers": lever_rows,
             "command_line": {"engine": "ctranslate2", "compute": "float32",
                              "opened": {str(t): v for t, v in opened.items()}}}
 
@@ -518,7 +527,7 @@ def _measure_all(shape: BenchShape, s: dict, skip: str|None, say) -> dict: # s: 
         say(f"bf16 autocast vs fp32, {p}")
         b16[p] = bf16_speedup(replace(shape, preset=p), s["repeats"], s["probe_n"])
     say("levers, one at a time (small)")
-    levers = lever_speedups(replace(shape, preset="small"), s["repeats"])
+    speedups = lever_speedups(replace(shape, preset="small"), s["repeats"])
     say("greedy decoding, cached vs uncached")
     d = s["decode"]
     dshape = replace(shape, preset=d["preset"], batch_size=d["batch_size"], src_len=d["src_len"])
@@ -528,7 +537,7 @@ def _measure_all(shape: BenchShape, s: dict, skip: str|None, say) -> dict: # s: 
     say("peak memory per preset")
     mem = peak_memory(s["memory_presets"], shape.batch_size, shape.src_len, shape.tgt_len,
                       shape.vocab_size, shape.device, **s["overrides"])
-    return dict(train=train, b16=b16, levers=levers, dec=dec, scaling=scaling, mem=mem)
+    return dict(train=train, b16=b16, lever_speedups=speedups, dec=dec, scaling=scaling, mem=mem)
 
 # %% ../nbs/94_benchmarking.ipynb #04cd18a8
 TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused_loss), Adam; "
@@ -536,11 +545,11 @@ TRAIN_STEP = ("ours: chapter 11's TrainStep as fit runs it (nonpad_logits, fused
               "F.cross_entropy(label_smoothing=0.1) over every position")
 
 def _bench_result(quick, device, s, skip,
-                  measured: dict, # train, b16, levers, dec, scaling, mem: as measured
+                  measured: dict, # train, b16, lever_speedups, dec, scaling, mem: as measured
                  ) -> dict:
     "The measurements of `run_benchmarks` as one plain-JSON result: ratios, targets met, details."
-    train, b16, levers, dec, scaling, mem = (measured[k] for k in ("train", "b16", "levers", "dec",
-                                                                  "scaling", "mem"))
+    train, b16, speedups, dec, scaling, mem = (
+        measured[k] for k in ("train", "b16", "lever_speedups", "dec", "scaling", "mem"))
     res = dict(
         quick=quick, targets=TARGETS,
         train_step=TRAIN_STEP,
@@ -553,7 +562,7 @@ def _bench_result(quick, device, s, skip,
             reason=skip, measured_slowdown=bf16_slowdown() if device.type == "cpu" else None),
         peak_memory_ratio={p: m["torch"] / m["ours"] if m["ours"] else None
                            for p, m in mem.items()},
-        lever_speedups=levers,
+        lever_speedups=speedups,
         attention_scaling={k: v for k, v in scaling.items() if not k.startswith("rows")},
         details=dict(train=train, bf16=b16,
                      decode_seconds={str(k): v for k, v in dec["seconds"].items()},
@@ -653,8 +662,8 @@ def format_report(res: dict,          # a `run_benchmarks` result (or the JSON o
     lines.append("peak memory of a training step, nn.Transformer / ours: " + ", ".join(
         f"{p} {r:.2f}× ({mb[p]['ours']:.0f} MB ours)" if r else f"{p} not measurable here"
         for p, r in res["peak_memory_ratio"].items()))
-    levers = ", ".join(f"{k} {v:.2f}×" for k, v in res["lever_speedups"].items())
-    lines.append("levers (step time without / with): " + levers)
+    speedups = ", ".join(f"{k} {v:.2f}×" for k, v in res["lever_speedups"].items())
+    lines.append("levers (step time without / with): " + speedups)
     sc = res["attention_scaling"]
     lines.append("§4: time ∝ n^"
                  + ", n^".join(f"{v:.2f} ({k})" for k, v in sc["exponent_n"].items())
@@ -777,3 +786,47 @@ def plot_bench(res: dict,        # a `run_benchmarks` result (or the JSON `bench
     fig(res, res["targets"], ax, _bar_helper(ax))
     ax.set_title(f"{ax.get_title()}\n{bench_machine(res)}", fontsize=10)
     return ax
+
+# %% ../nbs/94_benchmarking.ipynb #d7e6a806
+import shlex, subprocess, sys
+
+def startup_commands() -> dict[str, list[str]]: # the name a table shows -> the command's words
+    "What `bench --startup` times: PyTorch's import, then the command line's help and one sentence."
+    exe = Path(sys.executable).parent / "annotated-transformer"     # the console script, else python -m
+    cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "annotated_transformer"]
+    return {'python -c "import torch"': [sys.executable, "-c", "import torch"],
+            "annotated-transformer --help": [*cli, "--help"],
+            'annotated-transformer translate "Ein Hund läuft."': [*cli, "translate", "Ein Hund läuft."]}
+
+# %% ../nbs/94_benchmarking.ipynb #b8486a68
+def _run_quietly(argv: list[str]):
+    "Run a command to its end, its output discarded; a failure says which command and why."
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode:
+        raise RuntimeError(f"{shlex.join(argv)} exited with status {r.returncode}: "
+                           f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no message'}")
+
+def startup_times(runs: int=10,        # timed runs of each command, in turn; the median counts
+                  warmup: int=1,       # untimed runs of each first (files into the disk cache)
+                  commands: dict[str, list[str]]|None=None, # name -> words (default: `startup_commands`)
+                  command: str|None=None, # the command line to record (default: this call)
+                 ) -> dict:            # plain data (JSON): the machine, and each command's median and runs
+    "How long each command takes from start to exit: medians of runs taken in turn."
+    cmds = commands if commands is not None else startup_commands()
+    times = interleaved_times({n: partial(_run_quietly, a) for n, a in cmds.items()}, runs, warmup)
+    rows = [{"command": n, "median_s": round(statistics.median(t), 3), "times_s": [round(x, 3) for x in t]}
+            for n, t in times.items()]
+    return {**machine_record(command or f"startup_times(runs={runs})"), "runs": runs, "rows": rows}
+
+# %% ../nbs/94_benchmarking.ipynb #273cad4d
+def startup_table(res: dict, # from `startup_times` (or its JSON)
+                 ) -> str:   # Markdown: the machine, then each command's median and what it adds to the first
+    "Start-up times as a Markdown table: each command's median, and how much longer than the first."
+    hw, first = res["hardware"], res["rows"][0]
+    L = [f"medians of {res['runs']} runs each, in turn; {hw['cpu']} ({hw['vendor']}), CPU capability "
+         f"{hw['capability']}, {hw['logical_cpus']} logical CPUs; {res['date']}", "",
+         f"| command | median s | more than `{first['command']}` |", "| --- | ---: | ---: |"]
+    L += [f"| `{r['command']}` | {r['median_s']:.2f} | "
+          f"{'' if r is first else format(r['median_s'] - first['median_s'], '+.2f') + ' s'} |"
+          for r in res["rows"]]
+    return "\n".join(L + ["", f"`{res['command']}`"])

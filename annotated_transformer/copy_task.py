@@ -68,7 +68,7 @@ def held_out_pairs(n: int, train: list, seed: int=0) -> list:
 def exact_match(model: Transformer,        # a trained copy model
                 pairs: list,               # (src, tgt) pairs
                 batch_size: int=256,       # sequences decoded together
-                decode: Callable=greedy_decode, # greedy decoding with `greedy_decode`'s signature
+                greedy: Callable=greedy_decode, # greedy decoding with `greedy_decode`'s signature
                ) -> tuple[int, int]:       # (copied exactly, total)
     "Greedy-decode every source and count outputs equal to the target (through EOS)."
     was_training = model.training
@@ -78,7 +78,7 @@ def exact_match(model: Transformer,        # a trained copy model
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i:i + batch_size]
         b = collate_batch(chunk).to(device)
-        out = decode(model, b.src, b.src_mask, max_new_tokens=b.src.shape[1] + 2).tolist()
+        out = greedy(model, b.src, b.src_mask, max_new_tokens=b.src.shape[1] + 2).tolist()
         for row, (_, tgt) in zip(out, chunk):
             ref = tgt[1:].tolist()                       # symbols + EOS, without BOS
             ok += row[:len(ref)] == ref
@@ -257,11 +257,11 @@ def train_copy(recipe: CopyRecipe|None=None, # default: `CopyRecipe()`
 # %% ../nbs/12_copy_task.ipynb #092fcf4d
 def copy_scores(model: Transformer, train: list, # a trained copy model; its training pairs
                 seed: int=0, n: int=1000,         # the held-out set: its seed and size
-                decode: Callable=greedy_decode,   # as in `exact_match`
+                greedy: Callable=greedy_decode,   # as in `exact_match`
                ) -> dict:
     "How well a trained model copies `n` held-out sequences: exact matches, the least margin (nats)."
     held = held_out_pairs(n, train, seed)
-    ok, total = exact_match(model, held, decode=decode)
+    ok, total = exact_match(model, held, greedy=greedy)
     margin = round(float(copy_margin(model, held).min()), 4)
     return {"exact_match": ok / total, "correct": ok, "total": total, "min_margin": margin}
 

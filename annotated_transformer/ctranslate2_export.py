@@ -289,7 +289,7 @@ def translate_ctranslate2(
     # for `load_ctranslate2`: compute_type, intra_threads, inter_threads, device
     **kwargs,
 ) -> list[str]:                        # detokenized translations, "" for blank input
-    "`translate` (chapter 15) with CTranslate2 doing the decoding: our BPE in, our detokenizer out."
+    "`translate_with_model` (chapter 15) with CTranslate2 decoding: our BPE in, our detokenizer out."
     tr, codec, meta = translator or load_ctranslate2(model_dir, **kwargs)
     sentences = list(sentences)
     todo = [i for i, s in enumerate(sentences) if s.strip()]
@@ -297,5 +297,5 @@ def translate_ctranslate2(
     hyps = decode_ctranslate2(tr, codec, ids, options, batch_size, max_len=meta["max_len"],
                               penalty=penalty)
     out = [""] * len(sentences)
-    for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
+    for i, h in zip(todo, hyps): out[i] = codec.tgt_text(h)
     return out

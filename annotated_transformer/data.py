@@ -22,7 +22,7 @@ __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'DATA_ENV', 'DATA_URL_ENV', 'LANGS
            'TATOEBA_COMMIT', 'TATOEBA_URL', 'TATOEBA_URL_ENV', 'TATOEBA_UPSTREAM', 'TATOEBA_FILES', 'TATOEBA_SHA256',
            'TATOEBA_LINES', 'TATOEBA_EVERY', 'TATOEBA_PAIRS', 'TEST_SET_INFO', 'SAMPLE_DIR', 'SAMPLE_SPLITS',
            'MULTI30K_HOWTO', 'SPACE', 'NORMAL_FORM', 'VOCAB_FORMAT', 'default_cache_dir', 'resolve_data_dir',
-           'split_files', 'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'decode_utf8',
+           'split_files', 'find_multi30k', 'default_test_split', 'download_multi30k', 'download_tatoeba', 'utf8_text',
            'iter_lines', 'read_lines', 'read_parallel', 'ensure_splits', 'default_direction', 'check_direction',
            'direction_of', 'DirectionMismatch', 'check_same_direction', 'load_split', 'available_test_splits',
            'corpus_file', 'read_corpus', 'skipped_note', 'Corpus', 'spacy_tokenizer', 'word_tokenize', 'detokenize',
@@ -230,9 +230,9 @@ def download_tatoeba(folder: str|os.PathLike,           # where to write them (t
     return folder
 
 # %% ../nbs/13_data.ipynb #c25a025e
-def decode_utf8(raw: bytes, # one line's bytes, without its terminator
-                where: str, # the place named in the error: "data/train.de, line 7", "stdin line 3"
-               ) -> str:
+def utf8_text(raw: bytes, # one line's bytes, without its terminator
+              where: str, # the place named in the error: "data/train.de, line 7", "stdin line 3"
+             ) -> str:
     "Decode strictly as UTF-8; a bad byte is a `ValueError` naming `where` and its column."
     try: return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -248,7 +248,7 @@ def iter_lines(path: str|os.PathLike, # a UTF-8 text file, gzipped (.gz) or plai
             for i, raw in enumerate(f, 1):
                 raw = raw[:-1] if raw.endswith(b"\n") else raw
                 raw = raw[:-1] if raw.endswith(b"\r") else raw
-                text = decode_utf8(raw, f"{path}, line {i}")
+                text = utf8_text(raw, f"{path}, line {i}")
                 yield i, (text[1:] if i == 1 and text.startswith("\ufeff") else text)
     except (OSError, EOFError) as e: raise OSError(f"cannot read {path}: {e}") from None
 
@@ -585,7 +585,7 @@ class Vocab:
         "Token ids; unknown tokens become `UNK_IDX`."
         return [self.stoi.get(t, UNK_IDX) for t in tokens]
 
-    def decode(self, ids: Iterable[int]) -> list[str]:
+    def lookup_tokens(self, ids: Iterable[int]) -> list[str]:
         "Tokens of `ids`, stopping at EOS and dropping PAD and BOS (UNK stays visible as `<unk>`)."
         return [self.itos[i] for i in sentence_ids(ids)]
 
@@ -624,10 +624,10 @@ class WordCodec:
     def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
         "Target sentences → ids (no BOS/EOS)."
         return [self.tgt_vocab.encode(t) for t in word_tokenize(texts, self.tgt_lang)]
-    def decode_tgt(self, ids: Iterable[int]) -> str:
+    def tgt_text(self, ids: Iterable[int]) -> str:
         "Target ids → detokenized text (stops at EOS; an unknown word shows as a separate `<unk>`)."
         unk = SPECIAL_TOKENS[UNK_IDX]
-        return detokenize(SPACE + t if t == unk else t for t in self.tgt_vocab.decode(ids))
+        return detokenize(SPACE + t if t == unk else t for t in self.tgt_vocab.lookup_tokens(ids))
 
 # %% ../nbs/13_data.ipynb #31e16a23
 VOCAB_FORMAT = "annotated_transformer.vocab/1"
@@ -696,7 +696,7 @@ class BPECodec:
         "Sentences → ids (no BOS/EOS); source and target share the vocabulary."
         return [e.ids for e in self.tokenizer.encode_batch(list(texts))]
     encode_tgt = encode_src
-    def decode_tgt(self, ids: Iterable[int]) -> str:
+    def tgt_text(self, ids: Iterable[int]) -> str:
         "Ids → detokenized text (stops at EOS; `<unk>` stays visible)."
         return self.tokenizer.decode(sentence_ids(ids), skip_special_tokens=False).strip()
     def to_dict(self) -> dict: return {**_codec_header(self), "tokenizer": self.tokenizer.to_str()}

@@ -34,12 +34,14 @@ def length_normalization(length: int|torch.Tensor, # |Y|, generated tokens inclu
 @dataclass(frozen=True)
 class SearchOptions:
     "What a search computes (§6.1): one object for both searches, `decode_corpus` and the CLI."
-    beam_size: int = 4               # K (§6.1: 4); 1 = greedy
-    length_penalty: float = 0.6      # α in [0, MAX_LENGTH_PENALTY] (§6.1: 0.6)
+    beam_size: int = 4               # beam size K (1 = greedy; §6.1: 4)
+    length_penalty: float = 0.6      # α of the length penalty, 0 to 10 (§6.1: 0.6)
     max_new_tokens: int|None = None  # tokens at most, EOS included; None: source length + extra_len
     extra_len: int = 50              # §6.1: input length + 50
     n_best: int|None = None          # hypotheses per sentence, best first; None: the best one
-    early_stop: bool = False         # stop at K finished (fairseq) instead of the exact rule
+    # stop the beam at K finished hypotheses (fairseq's rule), not by the exact rule (chapter 14):
+    # faster, may miss a better, longer translation
+    early_stop: bool = False
     start_symbol: int = BOS_IDX      # the decoder's first input
     end_symbol: int = EOS_IDX        # a hypothesis ends with it
     pad_idx: int = PAD_IDX           # fills the ids after a hypothesis's end

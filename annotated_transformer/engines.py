@@ -29,8 +29,8 @@ from annotated_transformer.onnx_export import (ONNX_FORMAT, OnnxModel, OnnxTrans
 # %% auto #0
 __all__ = ['ENGINES', 'COMPUTE_TYPES', 'CACHE_RECORD', 'engine_module', 'check_compute_type', 'quantize_int8', 'engine_cache_dir',
            'weights_sha256', 'model_sha256', 'cache_problem', 'cached_export', 'EngineOptions', 'Engine', 'export_kind',
-           'model_engine', 'open_engine', 'translate_lines', 'score_engine_sets', 'stop_words', 'reads_as_target',
-           'engine_difference_table']
+           'inference_model', 'model_engine', 'open_engine', 'translate_lines', 'score_engine_sets', 'stop_words',
+           'reads_as_target', 'engine_difference_table']
 
 # %% ../nbs/36_engines.ipynb #358adc2b
 # engine -> the optional extra that brings it (None: always installed)
@@ -102,6 +102,7 @@ def engine_cache_dir() -> Path:
 def weights_sha256(info: dict, # `open_translator`'s description: {"checkpoint": path} or {"model": name}
                   ) -> str:    # hex sha256
     "What names a model's weights: its folder's proven SHA256SUMS digest, or the checkpoint file's sha256."
+    if "weights_sha256" in info: return info["weights_sha256"]       # verified by the load: reused
     if "checkpoint" in info: return file_sha256(info["checkpoint"])
     return verify_model_dir(model_dir(info["model"]))
 
@@ -184,7 +185,7 @@ class Engine:
     codec: WordCodec|BPECodec     # the model's text pipeline
     config: TransformerConfig     # the model's configuration: max_len, vocabulary sizes
     # (ids, options, batch_size) -> yields (indices, hypotheses) per batch, as `decode_batches`
-    decode: Callable
+    decode_batches: Callable
     threads: int                  # threads within a batch
     info: dict = field(default_factory=dict)  # src, tgt, model or checkpoint, export folder, seconds
     workers: int = 1              # batches decoded at once, one thread each (CTranslate2's inter_threads)
@@ -235,7 +236,7 @@ def _open_export(folder: Path, kind: str, compute_type: str|None, device: torch.
         workers = threads if device.type == "cpu" else 1
         tr, codec, _ = load_ctranslate2(folder, device.type, compute_type or "default", 1, workers)
         config = TransformerConfig.from_dict(meta["config"])
-        decode = lambda ids, o, bs: ctranslate2_batches(tr, codec, ids, o, bs, max_len=config.max_len)
+        batches = lambda ids, o, bs: ctranslate2_batches(tr, codec, ids, o, bs, max_len=config.max_len)
         ct, threads = compute_type or meta.get("quantization", "float32"), 1
     else:
         meta, workers = _read_meta(folder / "model.json", ONNX_FORMAT), 1
@@ -243,23 +244,30 @@ def _open_export(folder: Path, kind: str, compute_type: str|None, device: torch.
         codec = codec_from_dict(json.loads((folder / meta["files"]["vocab"]).read_text(encoding="utf-8")))
         config = TransformerConfig.from_dict(meta["config"])
         model = OnnxModel(OnnxTranslator(folder, threads=threads), config)
-        decode, ct = (lambda ids, o, bs: decode_batches(model, ids, o, fast_beam_search, bs)), "float32"
+        batches, ct = (lambda ids, o, bs: decode_batches(model, ids, o, fast_beam_search, bs)), "float32"
     info = {"src": meta["src_lang"], "tgt": meta["tgt_lang"], "export": str(folder)}
     # CTranslate2's workers each take a batch: at a window's end all but one wait for the last, so its
     # windows are longer (1,024 lines a worker; 512 lose 7 % against one whole-file window, 128 lose 13 %)
-    return Engine(kind, ct, codec, config, decode, threads, info, workers,
+    return Engine(kind, ct, codec, config, batches, threads, info, workers,
                   **({"window": 1024 * workers} if kind == "ctranslate2" else {}))
 
 # %% ../nbs/36_engines.ipynb #90d3d2f5
-def _torch_engine(model: Transformer, codec, compute_type: str, device: torch.device,
-                  info: dict) -> Engine:
-    "The book's decoder: the fast twins, packed on a CPU (float32 or bfloat16), or int8; the fast search."
+def inference_model(model: Transformer,        # in eval mode, on `device`
+                    device: torch.device,
+                    compute_type: str="float32", # float32, bfloat16 (packed) or int8 (`quantize_int8`)
+                   ) -> Transformer:
+    "Ours as every command runs it: int8, or packed on a CPU; then its fast twins (chapter 22)."
     if compute_type == "int8": model = quantize_int8(model)
     elif device.type == "cpu":    # oneDNN-packed weights (chapter 22): faster, the same math to rounding
         model = pack_linears(model, torch.bfloat16 if compute_type == "bfloat16" else torch.float32)
-    model = make_fast(model)      # the fast twins (chapter 22), in place: a copy above, on a GPU `model`
-    decode = lambda ids, o, bs: decode_batches(model, ids, o, fast_beam_search, bs)
-    return Engine("torch", compute_type, codec, model.config, decode, torch.get_num_threads(), info)
+    return make_fast(model)       # the fast twins, in place: a copy above, on a GPU `model`
+
+def _torch_engine(model: Transformer, codec, compute_type: str, device: torch.device,
+                  info: dict) -> Engine:
+    "The book's decoder: the fast twins, packed on a CPU (float32 or bfloat16), or int8; the fast search."
+    model = inference_model(model, device, compute_type)
+    batches = lambda ids, o, bs: decode_batches(model, ids, o, fast_beam_search, bs)
+    return Engine("torch", compute_type, codec, model.config, batches, torch.get_num_threads(), info)
 
 # %% ../nbs/36_engines.ipynb #25605ec6
 def _engine_device(engine: str, device: str|None) -> torch.device:
@@ -269,7 +277,7 @@ def _engine_device(engine: str, device: str|None) -> torch.device:
 def model_engine(model: Transformer,       # in eval mode; torch runs its fast twins (a GPU: in place)
                  codec: WordCodec|BPECodec, # its text pipeline
                  options: EngineOptions,             # engine, compute type, device, threads, cache
-                 weights: str,                       # the sha256 naming its weights (`weights_sha256`)
+                 weights: str|None=None,  # names its weights (default: `weights_sha256(info)`)
                  info: dict|None=None,               # where it came from: model or checkpoint, src, tgt
                  log: Callable[[str], None]|None=None, # told when an export is written, and why
                 ) -> Engine:
@@ -278,7 +286,7 @@ def model_engine(model: Transformer,       # in eval mode; torch runs its fast t
     device = _engine_device(o.engine, o.device)
     ct = check_compute_type(o.engine, o.compute_type, device)
     if o.engine == "torch": return _torch_engine(model.to(device), codec, ct, device, info)
-    key = {"weights_sha256": weights, "engine": o.engine, "compute_type": ct,
+    key = {"weights_sha256": weights or weights_sha256(info), "engine": o.engine, "compute_type": ct,
            "format": CT2_FORMAT if o.engine == "ctranslate2" else ONNX_FORMAT}
     t = time.perf_counter()
     folder, made = cached_export(model, codec, key, o.cache_dir, log)
@@ -308,7 +316,7 @@ def open_engine(checkpoint: str|os.PathLike|None=None,  # a checkpoint written b
         return e
     engine_module(o.engine)                                  # a missing extra: said before loading
     model, codec, info = open_translator(checkpoint, name_or_dir, "cpu", src, tgt)
-    e = model_engine(model, codec, o, weights_sha256(info), info, log)
+    e = model_engine(model, codec, o, info=info, log=log)   # the torch engine needs no sha256
     e.info["load_s"] = round(time.perf_counter() - t - e.info.get("export_s", 0), 3)
     return e
 
@@ -318,10 +326,10 @@ def _window_rows(engine: Engine, lines: list[str], o: SearchOptions, batch_size:
     "One window: its sentences decoded in length-sorted batches; each line out once it and those before are."
     todo, ids = encode_lines(engine, engine.codec, lines, warn, first)
     out: list = [[] if o.n_best else "" for _ in lines]   # a blank line: blank, no n-best row
-    finished, ready, dec = [True] * len(lines), 0, engine.codec.decode_tgt
+    finished, ready, dec = [True] * len(lines), 0, engine.codec.tgt_text
     for i in todo: finished[i] = False
     bar.update(len(lines) - len(todo))                     # blank lines are done at once
-    for b, hyps in engine.decode(ids, o, batch_size):
+    for b, hyps in engine.decode_batches(ids, o, batch_size):
         for i, h in ((todo[j], h) for j, h in zip(b, hyps)):
             finished[i] = True
             out[i] = [(s, dec(t)) for s, t in h] if o.n_best else dec(h)

@@ -17,7 +17,7 @@ from .decoding import SearchOptions, beam_search
 
 # %% auto #0
 __all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'decode_batches', 'decode_corpus', 'encode_sources',
-           'encode_lines', 'translate', 'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets',
+           'encode_lines', 'translate_with_model', 'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets',
            'score_translations', 'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
@@ -199,31 +199,32 @@ def encode_lines(model,  # a model, or an engine (chapter 36): its `config.max_l
     return todo, ids
 
 # %% ../nbs/15_evaluation.ipynb #3ff89cbc
-def translate(model: nn.Module,                # a trained `Transformer` in eval mode
-              codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
-              sentences: Sequence[str],        # raw source sentences
-              options: SearchOptions|None=None, # the search (§6.1): beam size (1 = greedy), α, …
-              search: Callable|None=None,      # as in `decode_corpus` (None: `beam_search`)
-              batch_size: int=64,              # sentences decoded together
-              progress: bool=False,            # tqdm bar on stderr
-              warn: Callable[[str], None]|None=None, # receives a message per truncated sentence
-             ) -> list[str]:                   # detokenized translations, "" for blank input
+def translate_with_model(model: nn.Module,                # a trained `Transformer` in eval mode
+                         codec: WordCodec|BPECodec,       # its text pipeline (from the checkpoint)
+                         sentences: Sequence[str],        # raw source sentences
+                         options: SearchOptions|None=None, # the search (§6.1): beam size, α, …
+                         search: Callable|None=None,      # as in `decode_corpus` (None: `beam_search`)
+                         batch_size: int=64,              # sentences decoded together
+                         progress: bool=False,            # tqdm bar on stderr
+                         warn: Callable[[str], None]|None=None, # told of each truncated sentence
+                        ) -> list[str]:                   # detokenized translations, "" for blank input
     "Translate raw sentences with beam search (§6.1) and detokenize."
     sentences = list(sentences)
     todo, ids = encode_lines(model, codec, sentences, warn)
     hyps = decode_corpus(model, ids, options, search, batch_size=batch_size, progress=progress)
     out = [""] * len(sentences)
-    for i, h in zip(todo, hyps): out[i] = codec.decode_tgt(h)
+    for i, h in zip(todo, hyps): out[i] = codec.tgt_text(h)
     return out
 
-def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
+def evaluate_bleu(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate_with_model`
                   pairs: Sequence[tuple[str, str]],            # (source, reference) raw pairs
-                  options: SearchOptions|None=None, search: Callable|None=None, # as in `translate`
+                  options: SearchOptions|None=None,            # as in `translate_with_model`
+                  search: Callable|None=None,
                   batch_size: int=64, progress: bool=False,
                  ) -> tuple[BleuResult, list[str]]:            # the score and the hypotheses
     "Translate the source side of `pairs` and score it against the raw references with sacreBLEU."
     sources = [s for s, _ in pairs]
-    hyps = translate(model, codec, sources, options, search, batch_size, progress)
+    hyps = translate_with_model(model, codec, sources, options, search, batch_size, progress)
     return corpus_bleu(hyps, [t for _, t in pairs]), hyps
 
 # %% ../nbs/15_evaluation.ipynb #f4d3e871
@@ -231,12 +232,12 @@ def nbest_row(index: int, rank: int, score: float, text: str) -> str:
     "One line of the n-best TSV: input line (from 1), rank (from 1), score, translation."
     return f"{index}\t{rank}\t{score:.4f}\t{' '.join(text.split())}"
 
-def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate`
+def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `translate_with_model`
                     sentences: Sequence[str],  # raw source sentences
                     options: SearchOptions,    # its `n_best`: translations per sentence (K widens to it)
-                    search: Callable|None=None,  # as in `translate`
-                    batch_size: int=64, progress: bool=False,               # as in `translate`
-                    warn: Callable[[str], None]|None=None,                  # as in `translate`
+                    search: Callable|None=None,  # as in `translate_with_model`
+                    batch_size: int=64, progress: bool=False,  # as in `translate_with_model`
+                    warn: Callable[[str], None]|None=None,     # as in `translate_with_model`
                    ) -> list[list[tuple[float, str]]]: # per sentence (score, text), best first
     "The `options.n_best` translations of each raw sentence, with their scores; [] for a blank line."
     if options.n_best is None:
@@ -245,18 +246,19 @@ def translate_nbest(model: nn.Module, codec: WordCodec|BPECodec, # as in `transl
     todo, ids = encode_lines(model, codec, sentences, warn)
     lists = decode_corpus(model, ids, options, search, batch_size=batch_size, progress=progress)
     out = [[] for _ in sentences]
-    for i, hyps in zip(todo, lists): out[i] = [(s, codec.decode_tgt(h)) for s, h in hyps]
+    for i, hyps in zip(todo, lists): out[i] = [(s, codec.tgt_text(h)) for s, h in hyps]
     return out
 
 # %% ../nbs/15_evaluation.ipynb #8d3b1e62
-def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `translate`
+def score_sets(model: nn.Module, codec: WordCodec|BPECodec,     # as in `translate_with_model`
                sets: dict[str, Sequence[tuple[str, str]]],      # name -> (source, reference) pairs
-               options: SearchOptions|None=None, search: Callable|None=None, # as in `translate`
+               options: SearchOptions|None=None,                # as in `translate_with_model`
+               search: Callable|None=None,
                batch_size: int=64, progress: bool=False,
               ) -> list[dict]:  # per set: its row (see above), with the hypotheses
     "Translate and score each set with sacreBLEU's BLEU and chrF: a row per set, in order."
-    return score_translations(sets, lambda sources: translate(model, codec, sources, options, search,
-                                                              batch_size, progress))
+    run = lambda src: translate_with_model(model, codec, src, options, search, batch_size, progress)
+    return score_translations(sets, run)
 
 def score_translations(sets: dict[str, Sequence[tuple[str, str]]], # name -> (source, reference) pairs
                        # raw sources -> their detokenized translations (any translator: chapter 36)

@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/fast_decodin
 
 # %% ../nbs/23_fast_decoding.ipynb #ba7bd490
 from __future__ import annotations
-import math
+import itertools, math
 from dataclasses import dataclass
 from typing import NamedTuple
 import torch
@@ -19,7 +19,7 @@ from .decoding import (length_normalization, search_limits, search_done, beam_se
 from .fast_model import KVCache, decode_incremental
 
 # %% auto #0
-__all__ = ['SearchLevers', 'Finished', 'Beams', 'fast_beam_search']
+__all__ = ['SearchLevers', 'Finished', 'fast_beam_search']
 
 # %% ../nbs/23_fast_decoding.ipynb #ef15a5fb
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ def _fast_finish(fin: Finished,           # updated in place (`_merge_finished`)
     hyp = torch.cat([seqs.view(b, n_live, -1)[r, cand.parent[:, :K], 1:], cand.token[:, :K, None]], 2)
     _merge_finished(fin, active, hyp, norm, pad_idx)
 
+def _fast_stats(fin: Finished, active: torch.Tensor, n: int,
+               ) -> tuple[torch.Tensor, torch.Tensor]: # (b,) float64 and (b,) int64
+    "`_finished_stats` on tensors: each active sentence's n-th best finished score, and how many."
+    return fin.scores[active, n - 1], (fin.scores[active] > -math.inf).sum(1)
+
 # %% ../nbs/23_fast_decoding.ipynb #4d7c7236
 def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of each live beam
                         logp: torch.Tensor,   # (b·n_live, vocab) next-token log-probs of each live beam
@@ -98,52 +103,24 @@ def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of ea
     c = ch.gather(1, j // chunk)                                  # (b, 2K) the chunk of each
     return Candidates(top, c // n_chunks, ((c % n_chunks) * chunk + j % chunk).clamp(max=V - 1))
 
-# %% ../nbs/23_fast_decoding.ipynb #1384cdc3
-class Beams(NamedTuple):
-    "The live state of the fast search: what its beams attend to, their tokens, their scores."
-    memory: torch.Tensor  # (rows, src_len, d_model): a row per sentence (shared) or per beam
-    mask: torch.Tensor    # (rows, 1, 1, src_len) bool, True = real token
-    seqs: torch.Tensor    # (b·n_live, step) int64 live beams, BOS first
-    scores: torch.Tensor  # (b, n_live) total log-prob of each
-
-def _fast_start(model, src, src_mask, K: int, start_symbol: int,
+# %% ../nbs/23_fast_decoding.ipynb #9315933f
+def _fast_start(model, src, src_mask,
+                o: SearchOptions,     # its beam size K and `start_symbol`
                 levers: SearchLevers, # its `one_beam_start` and `lazy_cross`
-               ) -> tuple[Beams, int]: # the beams (B·n_live of them), n_live
+               ) -> tuple: # memory, mask, seqs (B·n_live, 1), scores (B, n_live), n_live
     "Encode once; one `<s>` beam per sentence (all K would be alike), or K (the vocabulary < 2K)."
-    memory, mask, dev = model.encode(src, src_mask), src_mask, src.device
+    memory, mask, dev, K = model.encode(src, src_mask), src_mask, src.device, o.beams
     vocab = getattr(getattr(model, "config", None), "tgt_vocab_size", 0)
     n_live = 1 if levers.one_beam_start and 2 * K <= vocab else K
     if n_live == K and not levers.lazy_cross:
-        # (B·K, src_len, …)
+        # (B·K, src_len, …): a row per beam
         memory, mask = memory.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)
-    seqs = torch.full((src.shape[0] * n_live, 1), start_symbol, dtype=torch.long, device=dev)
+    seqs = torch.full((src.shape[0] * n_live, 1), o.start_symbol, dtype=torch.long, device=dev)
     scores = torch.full((src.shape[0], n_live), -math.inf, device=dev)         # (B, n_live)
     scores[:, 0] = 0.0
-    return Beams(memory, mask, seqs, scores), n_live
+    return memory, mask, seqs, scores, n_live
 
-# %% ../nbs/23_fast_decoding.ipynb #1ea0baf8
-def _fast_advance(cache: KVCache, beams: Beams, cand: Candidates,
-                  alive: torch.Tensor, pos: torch.Tensor, # (b, K) the K best that do not end, where
-                  go: torch.Tensor,  # (b',) int64 the row groups (sentences) that go on
-                  n_live: int,       # live beams per sentence this step
-                  levers: SearchLevers, # its `lazy_cross` and `deferred_reorder`
-                 ) -> Beams:         # seqs (b'·K, step + 1), scores (b', K)
-    "Keep the sentences `go`; their K best extensions that do not end (`alive`, `pos`) go on."
-    alive, pos, memory, mask = alive[go], pos[go], beams.memory, beams.mask   # (b', K)
-    # (b'·K,) new beam order
-    index = (go[:, None] * n_live + cand.parent[go].gather(1, pos)).reshape(-1)
-    cache.reorder(index, ("self_attn",), defer=levers.deferred_reorder)
-    # one cross-attention row per sentence, shared by its beams: moved only when sentences leave
-    if not levers.lazy_cross: rows = index          # each beam its own copy (K per sentence)
-    else: rows = go if go.shape[0] < memory.shape[0] else None
-    if rows is not None:
-        cache.reorder(rows, ("src_attn",))
-        memory, mask = memory[rows], mask[rows]
-    # (b'·K, step + 1)
-    seqs = torch.cat([beams.seqs[index], cand.token[go].gather(1, pos).reshape(-1, 1)], dim=1)
-    return Beams(memory, mask, seqs, alive)
-
-# %% ../nbs/23_fast_decoding.ipynb #ad1dede5
+# %% ../nbs/23_fast_decoding.ipynb #d093f614
 def fast_beam_search(model: nn.Module,       # as `beam_search`: a fast `Transformer` in eval mode
                      src: torch.Tensor,      # (batch, src_len) int64 source ids
                      src_mask: torch.Tensor, # (batch, 1, 1, src_len) bool, True = real token
@@ -152,29 +129,34 @@ def fast_beam_search(model: nn.Module,       # as `beam_search`: a fast `Transfo
                     ) -> tuple[torch.Tensor, torch.Tensor]: # as `beam_search` (scores to rounding)
     "`beam_search`, faster: tensor bookkeeping (one host sync per step) and the `SearchLevers`."
     o, levers = options or SearchOptions(), levers or SearchLevers()
-    K, B, dev, n = o.beams, src.shape[0], src.device, o.n_best or 1
+    K, B, dev = o.beams, src.shape[0], src.device
     if B == 0: return empty_result(o.n_best, dev)
     with torch.inference_mode() if levers.inference_mode else torch.no_grad():
-        limit = search_limits(model, src_mask, o.max_new_tokens, o.extra_len)         # (B,)
-        beams, n_live = _fast_start(model, src, src_mask, K, o.start_symbol, levers)
+        limit = search_limits(model, src_mask, o.max_new_tokens, o.extra_len)  # (batch,)
+        memory, mask, seqs, scores, n_live = _fast_start(model, src, src_mask, o, levers)
         cache = KVCache(len(model.decoder.layers))
-        fin = _no_finished(B, K, int(limit.max()), o.pad_idx, dev)
-        active, step, first_last = torch.arange(B, device=dev), 0, int(limit.min())
-        while True:
-            step += 1
-            h = decode_incremental(model, beams.memory, beams.mask, beams.seqs[:, -1:], cache)[:, -1]
-            logp, at_limit = model.generator(h).float(), step >= limit[active]  # (b·n_live, V), (b,)
-            if step >= first_last:                                 # some sentence's last step: EOS only
+        fin = _no_finished(B, K, int(limit.max()), o.pad_idx, dev)       # per sentence: its K best
+        active, first_last = torch.arange(B, device=dev), int(limit.min())
+        for step in itertools.count(1):
+            h = decode_incremental(model, memory, mask, seqs[:, -1:], cache)[:, -1]   # newest only
+            at_limit = step >= limit[active]                       # (b,) the last step: EOS only
+            logp = model.generator(h).float()                                  # (b·n_live, vocab)
+            if step >= first_last:
                 logp = force_end(logp, at_limit.repeat_interleave(n_live), o.end_symbol)
-            cand = _chunked_candidates(beams.scores, logp, K, levers.topk_chunk)  # (b, 2K) each
+            cand = _chunked_candidates(scores, logp, K, levers.topk_chunk)    # (b, 2K) each
             is_eos, lp = cand.token == o.end_symbol, length_normalization(step, o.length_penalty)
-            _fast_finish(fin, active, beams.seqs, cand, is_eos[:, :K], lp, o.pad_idx)
-            alive, pos = cand.score.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K)
-            done = at_limit | search_done(alive[:, 0], fin.scores[active, n - 1],
-                                          (fin.scores[active] > -math.inf).sum(1), step,
-                                          limit[active], K, o.length_penalty, o.early_stop)
-            go = (~done).nonzero().squeeze(1)                     # the stop test: one host sync
-            if go.shape[0] == 0: break
-            beams = _fast_advance(cache, beams, cand, alive, pos, go, n_live, levers)
-            active, n_live = active[go], K
+            _fast_finish(fin, active, seqs, cand, is_eos[:, :K], lp, o.pad_idx)
+            alive, pos = cand.score.masked_fill(is_eos, -math.inf).topk(K, dim=1)    # (b, K) go on
+            done = search_done(alive[:, 0], *_fast_stats(fin, active, o.n_best or 1), step,
+                               limit[active], K, o.length_penalty, o.early_stop)
+            keep = (~(at_limit | done)).nonzero().squeeze(1)   # (b',) those left: one host sync
+            if keep.shape[0] == 0: break
+            index = (keep[:, None] * n_live + cand.parent.gather(1, pos)[keep]).reshape(-1)
+            cache.reorder(index, defer=levers.deferred_reorder)         # (b'·K,) the new order
+            rows = keep if levers.lazy_cross else index        # a row per sentence, or per beam
+            if rows.shape[0] < memory.shape[0] or not levers.lazy_cross:   # some leave, or beams move
+                cache.keep(rows)
+                memory, mask = memory[rows], mask[rows]
+            seqs = torch.cat([seqs[index], cand.token.gather(1, pos)[keep].reshape(-1, 1)], dim=1)
+            scores, active, n_live = alive[keep], active[keep], K
         return best_hypotheses(*fin, o.n_best)

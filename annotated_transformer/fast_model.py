@@ -8,6 +8,7 @@ Docs: https://annotated-transformer.github.io/annotated_transformer/fast_model.h
 from __future__ import annotations
 import copy, os, warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
@@ -19,8 +20,8 @@ from .attention import (MultiHeadAttention, scaled_dot_product_attention,
 from .model import check_tokens, greedy_next
 
 # %% auto #0
-__all__ = ['FAST_TWINS', 'SYNC_EVERY', 'real_positions', 'on_rows', 'fused_is_slow', 'fold_queries', 'unfold_queries', 'KVCache',
-           'append_positions', 'FastMultiHeadAttention', 'FastEncoderLayer', 'FastDecoderLayer', 'FastDecoder',
+__all__ = ['FAST_TWINS', 'SYNC_EVERY', 'real_positions', 'on_real', 'fused_is_slow', 'fold_queries', 'unfold_queries', 'KVEntry',
+           'LayerKV', 'KVCache', 'FastMultiHeadAttention', 'FastEncoderLayer', 'FastDecoderLayer', 'FastDecoder',
            'ModelLevers', 'make_fast', 'make_paper', 'is_fast', 'decode_incremental', 'cached_greedy_decode',
            'PackedLinear', 'pack_linears', 'enlarge_onednn_cache']
 
@@ -34,15 +35,15 @@ def real_positions(mask: torch.Tensor|None, # bool attention mask, True = may at
     if mask is None or mask.dim() != 4 or mask.shape[0] != batch: return None
     return mask[:, 0, 0] if mask.shape[-2] == 1 else mask[:, 0].diagonal(0, -2, -1)
 
-def on_rows(f, x: torch.Tensor,      # (batch, len, d_model)
-            keep: torch.Tensor|None, # (batch, len) bool from `real_positions`
+def on_real(f, x: torch.Tensor,      # (batch, len, d_model)
+            real: torch.Tensor|None, # (batch, len) bool from `real_positions`
            ) -> torch.Tensor:        # (batch, len, d_model); zeros at padding positions
     "Apply the position-wise `f` to real positions only: outputs at padding are never used."
-    if keep is None: return f(x)
+    if real is None: return f(x)
     # (n_real, d_model); autocast may change the dtype
-    y = f(x[keep])
+    y = f(x[real])
     out = y.new_zeros(*x.shape[:-1], y.shape[-1])
-    out[keep] = y
+    out[real] = y
     return out
 
 # %% ../nbs/22_fast_model.ipynb #95d025ad
@@ -71,35 +72,41 @@ def unfold_queries(x: torch.Tensor, # (kv_batch, heads, g·q_len, …) an attent
     if x.shape[0] == batch: return x
     return x.unflatten(2, (batch // x.shape[0], -1)).transpose(1, 2).flatten(0, 1)
 
-# %% ../nbs/22_fast_model.ipynb #a3356ed2
-class KVCache:
-    "Per-layer attention keys/values for incremental decoding; `length` = positions decoded so far."
-    def __init__(self, n_layers: int): # number of decoder layers
-        self.layers = [dict(self_attn={}, src_attn={}) for _ in range(n_layers)]
-        self.length = 0
+# %% ../nbs/22_fast_model.ipynb #1c8e1250
+@dataclass
+class KVEntry:
+    "One attention's cached keys and values, and the row order its next `append` takes (deferred)."
+    k: torch.Tensor|None = None     # (batch, heads, len, d_k); None before the first step
+    v: torch.Tensor|None = None     # (batch, heads, len, d_v)
+    order: torch.Tensor|None = None # (new_batch,) int64 rows of k and v not yet taken; None: none
 
-    def reorder(self, index: torch.Tensor, # (new_batch,) int64 rows to keep, e.g. surviving beams
-                parts: tuple=("self_attn", "src_attn"), # the attentions whose tensors move
-                defer: bool=False, # self-attention's rows taken by its next `append_positions`
+    def reorder(self, order: torch.Tensor, # (new_batch,) int64: the rows, in their new order
+                defer: bool=False,         # only note it: the next `append` takes it
                ):
-        "Select batch rows of the cached tensors in place (beam search reorders hypotheses)."
-        for layer in self.layers:
-            for name in parts:
-                part = layer[name]
-                rows = part.pop("rows", None)                 # a deferred reorder not yet taken
-                rows = index if rows is None else rows[index] # composed: rows first, then index
-                if defer and name == "self_attn": part["rows"] = rows
-                else: part.update({n: t.index_select(0, rows) for n, t in part.items()})
+        "Put the rows in a new order, after any pending one: now, or (`defer`) at the next `append`."
+        self.order = order if self.order is None else self.order[order]   # the pending one first
+        if not defer: self.settle()
 
-# %% ../nbs/22_fast_model.ipynb #ffc51634
-def append_positions(entry: dict,     # a self-attention entry of a `KVCache`, updated in place
-                     k: torch.Tensor, # (batch, heads, new_len, d_k) the new positions' keys
-                     v: torch.Tensor, # (batch, heads, new_len, d_v) and values
-                    ) -> tuple[torch.Tensor, torch.Tensor]: # all positions' keys and values
-    "Append the new positions along `len`; a deferred reorder's rows are taken in the same copy."
-    rows = entry.pop("rows", None)
-    if "k" in entry: k, v = _grown(entry["k"], k, rows), _grown(entry["v"], v, rows)
-    entry["k"], entry["v"] = k, v
+    def settle(self):
+        "Take a pending order now: `k` and `v` in their new row order."
+        if self.order is not None and self.k is not None:
+            self.k, self.v = self.k.index_select(0, self.order), self.v.index_select(0, self.order)
+        self.order = None
+
+class LayerKV(NamedTuple):
+    "A decoder layer's entries of a `KVCache`."
+    self_attn: KVEntry  # the decoded positions: grows by one position a step
+    src_attn: KVEntry   # the encoder memory's, projected at the first step, then only read
+
+# %% ../nbs/22_fast_model.ipynb #b62e2309
+@patch
+def append(self: KVEntry,
+           k: torch.Tensor, # (batch, heads, new_len, d_k) the new positions' keys
+           v: torch.Tensor, # (batch, heads, new_len, d_v) and values
+          ) -> tuple[torch.Tensor, torch.Tensor]: # all positions' keys and values
+    "Append the new positions along `len`; a deferred order's rows are taken in the same copy."
+    if self.k is not None: k, v = _grown(self.k, k, self.order), _grown(self.v, v, self.order)
+    self.k, self.v, self.order = k, v, None
     return k, v
 
 def _grown(old: torch.Tensor, new: torch.Tensor, rows: torch.Tensor|None) -> torch.Tensor:
@@ -111,10 +118,39 @@ def _grown(old: torch.Tensor, new: torch.Tensor, rows: torch.Tensor|None) -> tor
     out[:, :, T:] = new
     return out
 
+# %% ../nbs/22_fast_model.ipynb #56a55f6b
+class KVCache:
+    "A decoder's keys and values for incremental decoding; `length` = positions decoded so far."
+    def __init__(self, n_layers: int): # number of decoder layers
+        self.layers = [LayerKV(KVEntry(), KVEntry()) for _ in range(n_layers)]
+        self.length = 0   # advanced by `decode_incremental`
+
+    def reorder(self, order: torch.Tensor, # (new_batch,) int64: the row each hypothesis continues
+                defer: bool=False,         # taken by the next step's `append`: one copy, not two
+               ):
+        "The decoded positions in the hypotheses' new order (a beam search: each beam's parent)."
+        for layer in self.layers: layer.self_attn.reorder(order, defer)
+
+    def keep(self, rows: torch.Tensor): # (new_rows,) int64 memory rows, in order (may repeat)
+        "Keep these rows of the memory's keys and values (the sentences that go on), at once."
+        for layer in self.layers: layer.src_attn.reorder(rows)
+
+    @classmethod
+    def from_tensors(cls, k, v,       # (layers, batch, heads, len, d_k) the decoded positions'
+                     cross_k, cross_v, # (layers, batch, heads, src_len, d_k) the memory's
+                    ) -> KVCache:      # `length` = len
+        "A cache that holds these positions already, e.g. from an exported decoder step's inputs."
+        cache = cls(k.shape[0])
+        for i, layer in enumerate(cache.layers):
+            layer.self_attn.k, layer.self_attn.v = k[i], v[i]
+            layer.src_attn.k, layer.src_attn.v = cross_k[i], cross_v[i]
+        cache.length = k.shape[3]
+        return cache
+
 # %% ../nbs/22_fast_model.ipynb #609df3d1
 class FastMultiHeadAttention(MultiHeadAttention):
     "`MultiHeadAttention`'s twin: the same parameters; padding skipped, a KV cache, shared memory rows."
-    fused: bool = True            # the fused kernel where it is not slower (False: explicit everywhere)
+    fused_kernel: bool = True     # the fused kernel where it is not slower (False: explicit everywhere)
     single_query: bool = True     # one query on a CPU (a decoding step) takes the explicit version
     record_weights: bool = False  # keep the last attention weights in `attn_weights` (explicit version)
     attn_weights: torch.Tensor|None = None
@@ -123,23 +159,23 @@ class FastMultiHeadAttention(MultiHeadAttention):
 @patch
 def _project(self: FastMultiHeadAttention,
              query, key, value,      # as in `MultiHeadAttention.forward`
-             cache: dict|None,       # a layer's KV-cache entry, updated in place
-             q_rows=None, kv_rows=None, # (batch, len) bool, True = real: the rows to project
+             cache: KVEntry|None,    # this attention's entry of a `KVCache`, updated in place
+             q_real=None, kv_real=None, # (batch, len) bool, True = real: the positions to project
             ) -> tuple:              # q, k, v, each (batch, heads, len, d_k)
     "Q, K, V by [W^Q; W^K; W^V]: one matmul for self-attention; memory projected once for cross."
     W, b, d = self.in_proj.weight, self.in_proj.bias, self.inner
     # self-attention: one matmul for Q, K, V
     if key is query and value is query:
         # each (batch, heads, len, d_k)
-        q, k, v = map(self.split_heads, on_rows(self.in_proj, query, q_rows).chunk(3, dim=-1))
-        if cache is not None: k, v = append_positions(cache, k, v)   # (batch, heads, all, d_k)
+        q, k, v = map(self.split_heads, on_real(self.in_proj, query, q_real).chunk(3, dim=-1))
+        if cache is not None: k, v = cache.append(k, v)   # (batch, heads, all, d_k)
         return q, k, v
-    part = lambda x, i, j, rows: on_rows(lambda x: F.linear(x, W[i*d:j*d], b[i*d:j*d]), x, rows)
-    q = self.split_heads(part(query, 0, 1, q_rows))                # cross-attention
-    if cache is not None and "k" in cache: return q, cache["k"], cache["v"]
-    if key is value: k, v = map(self.split_heads, part(key, 1, 3, kv_rows).chunk(2, dim=-1))
-    else: k, v = self.split_heads(part(key, 1, 2, kv_rows)), self.split_heads(part(value, 2, 3, kv_rows))
-    if cache is not None: cache["k"], cache["v"] = k, v
+    part = lambda x, i, j, real: on_real(lambda x: F.linear(x, W[i*d:j*d], b[i*d:j*d]), x, real)
+    q = self.split_heads(part(query, 0, 1, q_real))                # cross-attention
+    if cache is not None and cache.k is not None: return q, cache.k, cache.v
+    if key is value: k, v = map(self.split_heads, part(key, 1, 3, kv_real).chunk(2, dim=-1))
+    else: k, v = self.split_heads(part(key, 1, 2, kv_real)), self.split_heads(part(value, 2, 3, kv_real))
+    if cache is not None: cache.k, cache.v = k, v
     return q, k, v
 
 # %% ../nbs/22_fast_model.ipynb #072edac5
@@ -150,22 +186,22 @@ def forward(self: FastMultiHeadAttention,
             value: torch.Tensor,    # (batch, k_len, d_model)
             # bool, True = may attend, broadcastable to (batch, heads, q_len, k_len)
             mask: torch.Tensor|None=None,
-            cache: dict|None=None,  # a layer's KV-cache entry, updated in place
-            # (query rows, key rows), each (batch, len) bool, True = real: project those only
-            rows: tuple|None=None,
+            cache: KVEntry|None=None, # this attention's entry of a `KVCache`, updated in place
+            # (real queries, real keys), each (batch, len) bool, True = real: project those only
+            real: tuple|None=None,
            ) -> torch.Tensor:       # (batch, q_len, d_model)
-    "`MultiHeadAttention.forward` (§3.2.2), with a cache, `rows` that skip padding, folded beams."
-    q_rows, kv_rows = rows or (None, None)
-    q, k, v = self._project(query, key, value, cache, q_rows, kv_rows)  # each (batch, heads, len, d_k)
+    "`MultiHeadAttention.forward` (§3.2.2), with a cache, padding skipped (`real`), folded beams."
+    q_real, kv_real = real or (None, None)
+    q, k, v = self._project(query, key, value, cache, q_real, kv_real)  # each (batch, heads, len, d_k)
     p, batch = (self.attn_dropout if self.training else 0.0), q.shape[0]
-    explicit = self.record_weights or not self.fused or fused_is_slow(q, self.single_query)
+    explicit = self.record_weights or not self.fused_kernel or fused_is_slow(q, self.single_query)
     q = fold_queries(q, k.shape[0])                            # (kv_batch, heads, g·q_len, d_k)
     if explicit:
         x, w = scaled_dot_product_attention(q, k, v, mask, p)
         if self.record_weights: self.attn_weights = unfold_queries(w, batch).detach()
     else: x = fused_attention(q, k, v, mask, p)
     x = unfold_queries(x, batch)                               # (batch, heads, q_len, d_k)
-    return on_rows(self.out_proj, x.transpose(1, 2).flatten(2), q_rows)  # (batch, q_len, d_model)
+    return on_real(self.out_proj, x.transpose(1, 2).flatten(2), q_real)  # (batch, q_len, d_model)
 
 # %% ../nbs/22_fast_model.ipynb #8443201a
 class FastEncoderLayer(EncoderLayer):
@@ -177,8 +213,8 @@ class FastEncoderLayer(EncoderLayer):
                 mask: torch.Tensor,
                ) -> torch.Tensor:     # (batch, src_len, d_model)
         keep = real_positions(mask, x.shape[0]) if self.real_rows else None
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask, rows=(keep, keep)))
-        return self.sublayer[1](x, lambda x: on_rows(self.feed_forward, x, keep))
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask, real=(keep, keep)))
+        return self.sublayer[1](x, lambda x: on_real(self.feed_forward, x, keep))
 
 # %% ../nbs/22_fast_model.ipynb #dd25ec61
 class FastDecoderLayer(DecoderLayer):
@@ -190,15 +226,14 @@ class FastDecoderLayer(DecoderLayer):
                 src_mask: torch.Tensor,   # bool, broadcastable to (batch, heads, tgt_len, src_len)
                 # bool, broadcastable to (batch, heads, tgt_len, tgt_len)
                 tgt_mask: torch.Tensor|None,
-                cache: dict|None=None,    # this layer's entry of a `KVCache`
+                cache: LayerKV|None=None, # this layer's entry of a `KVCache`
                ) -> torch.Tensor:         # (batch, tgt_len, d_model)
-        sa = ca = None
-        if cache is not None: sa, ca = cache["self_attn"], cache["src_attn"]
+        sa, ca = (None, None) if cache is None else cache
         m, B = memory, x.shape[0]
         t, s = (real_positions(tgt_mask, B), real_positions(src_mask, B)) if self.real_rows else (None, None)
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=sa, rows=(t, t)))
-        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=ca, rows=(t, s)))
-        return self.sublayer[2](x, lambda x: on_rows(self.feed_forward, x, t))
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=sa, real=(t, t)))
+        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=ca, real=(t, s)))
+        return self.sublayer[2](x, lambda x: on_real(self.feed_forward, x, t))
 
 class FastDecoder(Decoder):
     "`Decoder`'s twin: the same parameters; each layer gets its entry of a `KVCache`."
@@ -215,7 +250,7 @@ class FastDecoder(Decoder):
 class ModelLevers:
     "The fast model's switches: each off gives the paper's computation for that part, the same parameters."
     real_rows: bool = True     # attention projections and feed-forward on real positions only
-    fused: bool = True         # the fused attention kernel where it is not slower (False: explicit)
+    fused_kernel: bool = True  # the fused attention kernel where it is not slower (False: explicit)
     single_query: bool = True  # one query on a CPU (a decoding step) takes the explicit kernel
 
 FAST_TWINS = {MultiHeadAttention: FastMultiHeadAttention, EncoderLayer: FastEncoderLayer,
@@ -229,7 +264,8 @@ def make_fast(model: nn.Module,            # a model built from the paper's laye
     levers = levers or ModelLevers()
     for m in model.modules():
         m.__class__ = FAST_TWINS.get(type(m), type(m))
-        if isinstance(m, FastMultiHeadAttention): m.fused, m.single_query = levers.fused, levers.single_query
+        if isinstance(m, FastMultiHeadAttention):
+            m.fused_kernel, m.single_query = levers.fused_kernel, levers.single_query
         if isinstance(m, (FastEncoderLayer, FastDecoderLayer)): m.real_rows = levers.real_rows
     return model
 
@@ -251,7 +287,13 @@ def decode_incremental(model: nn.Module,     # a fast `Transformer` (`make_fast`
                        cache: KVCache,       # the earlier positions' keys and values, grown in place
                       ) -> torch.Tensor:     # (batch·g, new_len, d_model)
     "The decoder over the new positions only, attending to the cached earlier ones (§6.1's inference)."
-    if not isinstance(model, EncoderDecoder): return model.decode_incremental(memory, src_mask, tgt, cache)
+    if isinstance(model, EncoderDecoder): out = _decode_new(model, memory, src_mask, tgt, cache)
+    else: out = model.decode_incremental(memory, src_mask, tgt, cache)   # an engine's own decoder
+    cache.length += tgt.shape[1]                                         # they are cached now
+    return out
+
+def _decode_new(model: EncoderDecoder, memory, src_mask, tgt, cache: KVCache) -> torch.Tensor:
+    "`decode_incremental` on our model: the model's checks, then its fast decoder on the cache."
     if not is_fast(model): raise TypeError("decode_incremental needs the fast model: make_fast(model) first")
     c, start, (B, T) = model.config, cache.length, tgt.shape
     # later steps feed back the model's own ids: shapes only
@@ -259,9 +301,7 @@ def decode_incremental(model: nn.Module,     # a fast `Transformer` (`make_fast`
     if memory.shape[0] and B % memory.shape[0]:
         raise ValueError(f"tgt has {B} rows, not a multiple of memory's {memory.shape[0]}")
     check_mask(src_mask, (memory.shape[0], c.n_heads, T, memory.shape[1]), "src_mask")
-    out = model.decoder(model.tgt_embed(tgt, start_pos=start), memory, src_mask, None, cache=cache)
-    cache.length += T
-    return out
+    return model.decoder(model.tgt_embed(tgt, start_pos=start), memory, src_mask, None, cache=cache)
 
 # %% ../nbs/22_fast_model.ipynb #678e45c2
 # device type -> decoding steps between reading back whether every sequence ended (else 16)

@@ -23,14 +23,14 @@ from .runtime import (seed_everything, distributed_session, hardware_summary,
     dataclass_from_dict, bf16_native, atomic_file, TrainingInterrupted, plural)
 from .data import (build_codec, codec_from_dict, check_same_direction,
     default_direction, direction_of, resolve_data_dir, Corpus, encode_corpus, skipped_note)
-from .evaluation import translate, evaluate_bleu, score_sets
+from .evaluation import translate_with_model, evaluate_bleu, score_sets
 
 # %% auto #0
-__all__ = ['RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY_COLUMNS', 'WARMUP_SHARE', 'MIN_UPDATES', 'Multi30kRecipe',
-           'default_recipe_name', 'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file', 'write_history',
-           'checkpoint_step', 'HistoryLog', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard', 'RunOptions',
-           'train_multi30k', 'RunDirMismatch', 'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun', 'read_pairs',
-           'new_vocabulary', 'prepare_run', 'run_length', 'fit_length', 'fitted_warmup', 'fit_schedule',
+__all__ = ['RECIPE_SEARCH', 'RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY_COLUMNS', 'WARMUP_SHARE', 'MIN_UPDATES',
+           'Multi30kRecipe', 'default_recipe_name', 'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file',
+           'write_history', 'checkpoint_step', 'HistoryLog', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard',
+           'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun',
+           'read_pairs', 'new_vocabulary', 'prepare_run', 'run_length', 'fit_length', 'fitted_warmup', 'fit_schedule',
            'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary',
            'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
 
@@ -56,14 +56,22 @@ class Multi30kRecipe:
     epochs: int = 7               # passes over the training data (`small` runs 14)
     save_every: int = 100         # updates between checkpoints
     average: int = 5              # average the last this-many checkpoints (§6.1)
-    beam_size: int = 4            # §6.1
-    length_penalty: float = 0.6   # length penalty α (§6.1)
+    # the final evaluation's search (§6.1, chapter 14's: K = 4, α = 0.6)
+    search_options: SearchOptions = field(default_factory=SearchOptions)
 
-    def to_dict(self) -> dict: return asdict(self)
+    def to_dict(self) -> dict: # plain data; the search as RECIPE_SEARCH keys, as checkpoints hold it
+        d = asdict(self)
+        search = d.pop("search_options")
+        return {**d, **{k: search[k] for k in RECIPE_SEARCH}}
     @classmethod
     def from_dict(cls, d: dict) -> Multi30kRecipe:
         "A recipe from a dict (e.g. a checkpoint's), refusing unknown keys."
-        return dataclass_from_dict(cls, d, "recipe")
+        search = SearchOptions(**{k: d[k] for k in RECIPE_SEARCH if k in d})
+        rest = {k: v for k, v in d.items() if k not in RECIPE_SEARCH}
+        return dataclass_from_dict(cls, {"search_options": search, **rest}, "recipe")
+
+# what a recipe chooses of its search: saved as keys of their own, beside the others
+RECIPE_SEARCH = ("beam_size", "length_penalty")
 
 # %% ../nbs/16_multi30k.ipynb #cb4598c7
 RECIPES = {
@@ -250,7 +258,8 @@ class RunOptions:
     # random seed (default 0; resuming: the run's); runs reproduce bit for bit on one machine
     seed: int|None = None
     device: str|None = None                # default: cuda if available, else cpu
-    precision: str = "fp32"          # training precision, fp32, bf16 or fp16 (autocast, chapter 11)
+    # training precision, fp32, bf16 or fp16 (autocast, chapter 11)
+    precision: str = FitOptions.precision
     # scored with beam search at the end (None: val and every test set there)
     evaluate_splits: tuple|None = None
     max_eval_sentences: int|None = None    # score only the first N sentences of each split
@@ -624,7 +633,7 @@ def choose_and_score(run: Multi30kRun,
     pairs = lambda s: run.corpus.pairs(s, run.src, run.tgt)[:max_eval_sentences]
     sets = {s: pairs(s) for s in run.evaluate_splits}
     def score(m, names):
-        o = SearchOptions(beam_size=run.recipe.beam_size, length_penalty=run.recipe.length_penalty)
+        o = run.recipe.search_options
         return score_sets(m, run.codec, {s: sets[s] for s in names}, o, search, progress=progress)
     chosen, on_val = candidates[0], {}
     if "val" in sets and len(candidates) > 1:         # the averaged or the last model, by val BLEU
@@ -654,7 +663,7 @@ def bleu_sweep(model: torch.nn.Module,         # a trained `Transformer` in eval
                beam_sizes=(1, 2, 4, 8),         # K values to try (1 = greedy)
                length_penalties=(0.0, 0.6, 1.0), # length-penalty α values to try
                batch_size: int=64,              # sentences decoded together
-               search=None,                     # as in `translate` (None: `beam_search`)
+               search=None,                     # as in `translate_with_model` (None: `beam_search`)
               ) -> dict:                        # {(K, α): BLEU}
     "sacreBLEU for every (beam size, length penalty) pair: the §6.1 development-set experiment."
     bleu = lambda k, a: evaluate_bleu(model, codec, pairs, SearchOptions(beam_size=k, length_penalty=a),

@@ -14,7 +14,7 @@ from torch import nn
 from .attention import MultiHeadAttention, padding_mask
 from .embeddings import BOS_IDX, EOS_IDX
 from .encoder_decoder import EncoderDecoder
-from .fast_model import KVCache, ModelLevers, make_fast
+from .fast_model import KVCache, KVEntry, ModelLevers, make_fast
 from .model import Transformer
 from .data import WordCodec, BPECodec
 from .runtime import write_folder_atomically
@@ -50,10 +50,10 @@ class EncoderGraph(nn.Module):
         memory = EncoderDecoder.encode(m, src, padding_mask(src, m.config.pad_idx))
         ks, vs = [], []
         for layer in m.decoder.layers:
-            kv = {}
-            layer.src_attn._project(memory[:, :1], memory, memory, kv)  # fills kv["k"], kv["v"]
-            ks.append(kv["k"])
-            vs.append(kv["v"])
+            kv = KVEntry()
+            layer.src_attn._project(memory[:, :1], memory, memory, kv)  # fills kv.k, kv.v
+            ks.append(kv.k)
+            vs.append(kv.v)
         attn = [l.self_attn.attn_weights for l in m.encoder.layers if l.self_attn.record_weights]
         return torch.stack(ks), torch.stack(vs), *([torch.stack(attn)] if attn else [])
 
@@ -68,15 +68,11 @@ class DecoderStepGraph(nn.Module):
                 cross_k, cross_v,    # (layers, batch, heads, src_len, d_k) from `EncoderGraph`
                ):  # log_probs (batch, vocab), present_k/v (.., past_len + 1, d_k), attention rows
         m = self.model
-        cache = KVCache(len(m.decoder.layers))
-        cache.length = past_k.shape[3]
-        for i, e in enumerate(cache.layers):
-            e["self_attn"].update(k=past_k[i], v=past_v[i])
-            e["src_attn"].update(k=cross_k[i], v=cross_v[i])
+        cache = KVCache.from_tensors(past_k, past_v, cross_k, cross_v)   # length: past_len
         x = m.tgt_embed(tgt, start_pos=cache.length)             # (batch, 1, d_model)
         h = m.decoder(x, None, padding_mask(src, m.config.pad_idx), None, cache=cache)
-        out = [m.generator(h[:, -1]), *(torch.stack([e["self_attn"][n] for e in cache.layers])
-                                        for n in ("k", "v"))]
+        out = [m.generator(h[:, -1]), torch.stack([e.self_attn.k for e in cache.layers]),
+               torch.stack([e.self_attn.v for e in cache.layers])]          # present_k, present_v
         if m.decoder.layers[0].self_attn.record_weights:
             for part in ("self_attn", "src_attn"):    # (layers, batch, heads, k_len)
                 out.append(torch.stack([getattr(l, part).attn_weights[:, :, -1]
@@ -347,16 +343,14 @@ class OnnxModel(nn.Module):
             self._held = held = (memory, src_mask, g, ids, cross.contiguous().numpy())
         return held[3:]
     def decode_incremental(self, memory, src_mask, tgt, cache):  # -> (batch, 1, vocab) log-probs
-        entry = cache.layers[0]["self_attn"]
-        rows = entry.pop("rows", None)                # a deferred reorder (`KVCache.reorder`)
-        if rows is not None: entry.update(k=entry["k"][rows], v=entry["v"][rows])
+        entry = cache.layers[0].self_attn   # every layer's keys and values: (batch, layers, …)
+        entry.settle()                      # a deferred `KVCache.reorder`, taken now
         src, cross = self._step_inputs(memory, src_mask, tgt.shape[0] // max(memory.shape[0], 1))
         n, B, H, d_k = cross.shape[1], cross.shape[2], cross.shape[3], cross.shape[5]
-        past = [entry[x].transpose(0, 1).contiguous().numpy() if x in entry
-                else np.zeros((n, B, H, 0, d_k), np.float32) for x in ("k", "v")]
+        past = [x.transpose(0, 1).contiguous().numpy() if x is not None
+                else np.zeros((n, B, H, 0, d_k), np.float32) for x in (entry.k, entry.v)]
         lp, k, v = self.onnx.step(tgt.numpy(), src, *past, cross[0], cross[1])[:3]
-        entry["k"], entry["v"] = (torch.from_numpy(x).transpose(0, 1) for x in (k, v))
-        cache.length += 1
+        entry.k, entry.v = (torch.from_numpy(x).transpose(0, 1) for x in (k, v))
         return torch.from_numpy(lp)[:, None]
 
 # %% ../nbs/35_onnx_export.ipynb #4c14637e

@@ -89,7 +89,7 @@ class BenchStep:
                  precision: str="fp32",      # "fp32" or "bf16" (autocast); "fp16" on a GPU
                  lr: float=1e-4,             # constant learning rate (timing only)
                  loss_fn=None,               # default: `fit`'s (§5.4 label smoothing 0.1)
-                 **levers,                   # `TrainStep`'s switches, e.g. nonpad_logits=False
+                 **step_switches,            # `TrainStep`'s switches, e.g. nonpad_logits=False
                 ):
         self.model, self.batch = model.train(), Batch(src, tgt, model.config.pad_idx)
         # target tokens per step
@@ -97,7 +97,7 @@ class BenchStep:
         # §5.3
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
         self.step = TrainStep(model, self.optimizer, loss_fn=loss_fn,
-                              options=StepOptions(precision=precision, **levers))
+                              options=StepOptions(precision=precision, **step_switches))
 
     def loss(self) -> torch.Tensor: # scalar: loss per target token, no update
         return self.step.loss(self.batch) / self.tokens

@@ -276,11 +276,11 @@ def _read_weights(path: Path, tied: dict) -> dict[str, torch.Tensor]:
 
 def load_model(name_or_dir: str|os.PathLike,  # "de-en", "en-de" (SHIPPED), or a model folder
                device: str|torch.device="cpu", # where the model is put
-              ) -> tuple[Transformer, WordCodec|BPECodec, dict]: # model (eval), codec, config.json
+              ) -> tuple[Transformer, WordCodec|BPECodec, dict]: # model (eval), codec, config.json+
     "Verify a model folder's sha256 sums, then load its model and codec without unpickling."
     folder = model_dir(name_or_dir)
     shipped = name_or_dir if isinstance(name_or_dir, str) and name_or_dir in SHIPPED else None
-    verify_model_dir(folder, SHIPPED_SHA256SUMS.get(shipped))
+    digest = verify_model_dir(folder, SHIPPED_SHA256SUMS.get(shipped))  # names the weights
     meta = _read_json(folder / CONFIG)
     if (meta.get("format") != MODEL_FORMAT or not isinstance(meta.get("config"), dict)
             or not isinstance(meta.get("tied", {}), dict)):
@@ -298,7 +298,7 @@ def load_model(name_or_dir: str|os.PathLike,  # "de-en", "en-de" (SHIPPED), or a
     if (codec.src_lang, codec.tgt_lang) != pair:
         raise ValueError(f"{folder}: its vocabulary is for {codec.src_lang}→{codec.tgt_lang} "
                          f"but {CONFIG} says {pair[0]}→{pair[1]}")
-    return model, codec, {**meta, "path": str(folder)}
+    return model, codec, {**meta, "path": str(folder), "weights_sha256": digest}
 
 # %% ../nbs/32_pretrained.ipynb #a3d9e1f0
 def load_translator(path: str|os.PathLike, # a checkpoint written by `train` or `average`
@@ -325,7 +325,7 @@ def open_translator(checkpoint=None,  # a checkpoint written by `train` or `aver
                     device: str|torch.device="cpu",
                     src: str|None=None, # the source language asked for (None: the model's)
                     tgt: str|None=None, # the target language asked for (None: the model's)
-                   ):                 # (model, codec, {"checkpoint"|"model", "src", "tgt"})
+                   ):  # (model, codec, {"checkpoint"|"model", "src", "tgt"[, "weights_sha256"]})
     "A translator from a checkpoint, a model folder, or — given neither — the shipped model."
     if checkpoint is not None and name_or_dir is not None:
         raise ValueError("give a checkpoint or a model, not both")
@@ -342,4 +342,5 @@ def open_translator(checkpoint=None,  # a checkpoint written by `train` or `aver
     model, codec, meta = load_model(name_or_dir, device)
     have = meta["src_lang"], meta["tgt_lang"]
     check_same_direction(have, src, tgt, f"model {name_or_dir}")
-    return model, codec, {"model": str(name_or_dir), "src": have[0], "tgt": have[1]}
+    return model, codec, {"model": str(name_or_dir), "src": have[0], "tgt": have[1],
+                          "weights_sha256": meta["weights_sha256"]}  # verified: not hashed again

@@ -112,21 +112,21 @@ class _SeparateQKV(nn.Module):
     def __init__(self, mha: MultiHeadAttention):
         super().__init__()
         self.mha = mha
-    def forward(self, query, key, value, mask=None, cache=None, rows=None):
+    def forward(self, query, key, value, mask=None, cache=None, real=None):
         if key is query and value is query and cache is None:      # distinct objects: 3 projections
-            return self.mha(query, query.view_as(query), query.view_as(query), mask, rows=rows)
-        return self.mha(query, key, value, mask, cache, rows=rows)
+            return self.mha(query, query.view_as(query), query.view_as(query), mask, real=real)
+        return self.mha(query, key, value, mask, cache, real=real)
 
 class _MaskPerLayer(nn.Module):
     "Attention expanding its mask to full (batch, heads, q_len, k_len) per call, as nn.Transformer."
     def __init__(self, mha: MultiHeadAttention):
         super().__init__()
         self.mha = mha
-    def forward(self, query, key, value, mask=None, cache=None, rows=None):
+    def forward(self, query, key, value, mask=None, cache=None, real=None):
         if mask is not None:
             B, T, S = query.shape[0], query.shape[1], key.shape[1]
             mask = mask.expand(B, self.mha.n_heads, T, S).contiguous()
-        return self.mha(query, key, value, mask, cache, rows=rows)
+        return self.mha(query, key, value, mask, cache, real=real)
 
 def _wrap_attention(model: nn.Module, wrap, names=("self_attn", "src_attn")):
     "Replace each layer's attention sublayers `names` by `wrap(sublayer)` (on a benchmarked copy)."
@@ -148,7 +148,7 @@ def _set_all(m, **attrs):
 
 # name -> (how to switch the lever off on a copy of the model, the step's switches with it off)
 LEVERS = {
-    "fused attention kernel":      (lambda m: _set_all(m, fused=False), {}),
+    "fused attention kernel":      (lambda m: _set_all(m, fused_kernel=False), {}),
     "no attention dropout":        (lambda m: _set_all(m, attn_dropout=0.1), {}),
     "fused QKV projection":        (lambda m: _wrap_attention(m, _SeparateQKV, ("self_attn",)), {}),
     "masks built once per batch":  (lambda m: _wrap_attention(m, _MaskPerLayer), {}),
@@ -242,8 +242,8 @@ def decode_speedup(b: BenchShape|None=None,     # model, sources (no `tgt_len`);
     src, _ = synthetic_batch(b.batch_size, b.src_len, 2, b.vocab_size, b.seed, device=device)
     sm = model.make_src_mask(src)
     # -1 never occurs: n steps
-    decode = lambda cache: cached_greedy_decode if cache else greedy_decode
-    run = lambda n, cache: decode(cache)(model, src, sm, n, end_symbol=-1)
+    greedy = lambda cache: cached_greedy_decode if cache else greedy_decode
+    run = lambda n, cache: greedy(cache)(model, src, sm, n, end_symbol=-1)
     # the cache computes the same thing, to rounding
     check_cached_greedy(model, src, sm, 4)
     out = dict(speedup={}, seconds={})
@@ -267,7 +267,7 @@ def bf16_speedup(b: BenchShape|None=None, # the model and batch to time (default
     # the CPU's bf16 fused-attention backward is slow: explicit path
     if torch.device(device or "cpu").type == "cpu":
         for a in explicit.modules():
-            if isinstance(a, MultiHeadAttention): a.fused = False
+            if isinstance(a, MultiHeadAttention): a.fused_kernel = False
     fns = {"fp32": BenchStep(model, src, tgt),
            "bf16": BenchStep(explicit, src, tgt, precision="bf16"),
            "bf16, fused attention": BenchStep(copy.deepcopy(model), src, tgt, precision="bf16"),

@@ -77,10 +77,10 @@ def _forward_loss(net, batch, loss_fn, device, precision):
     with autocast(device, precision): logits, target = net(batch)
     return loss_fn(logits.float(), target)
 
-def _default_loss(raw, fused: bool=False):
-    "§5.4's loss, label smoothing 0.1, summed over real tokens (`fused`: in one pass, chapter 10)."
+def _default_loss(raw, fused_loss: bool=False):
+    "§5.4's loss, smoothing 0.1, summed over real tokens (`fused_loss`: in one pass, chapter 10)."
     c = raw.config
-    loss = FusedLabelSmoothingLoss if fused else LabelSmoothingLoss
+    loss = FusedLabelSmoothingLoss if fused_loss else LabelSmoothingLoss
     return loss(c.tgt_vocab_size, 0.1, c.pad_idx, reduction="sum")
 
 # %% ../nbs/11_training.ipynb #32e8ac99

@@ -88,16 +88,16 @@ def test_report_judges_targets_only_with_check():
 
 def test_bench_check_exit_status(monkeypatch, capsys):
     "`bench` exits 0 whatever the figures; `bench --check` exits 1 when a target is missed, and names it."
-    from annotated_transformer import cli
+    from annotated_transformer import cli, cli_lab
     res = json.loads(STORED.read_text())
-    monkeypatch.setattr(cli, "run_benchmarks", lambda **kw: res)     # the stored run instead of minutes of timing
+    monkeypatch.setattr(cli_lab, "run_benchmarks", lambda **kw: res)     # the stored run instead of minutes of timing
     assert cli.main(["bench"]) == 0
     assert "MISSES" not in capsys.readouterr().out
     assert cli.main(["bench", "--check"]) == 1
     out = capsys.readouterr()
     assert "MISSES" in out.out and "missed train_speedup_vs_nn_transformer[base]" in out.err
     met = {**res, "meets_targets": {k: True for k in res["meets_targets"]}}
-    monkeypatch.setattr(cli, "run_benchmarks", lambda **kw: met)
+    monkeypatch.setattr(cli_lab, "run_benchmarks", lambda **kw: met)
     assert cli.main(["bench", "--check", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["meets_targets"]
 

@@ -21,7 +21,7 @@ from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.fast_decoding import fast_beam_search
 from annotated_transformer.fast_model import make_fast
 from annotated_transformer.embeddings import BOS_IDX, EOS_IDX
-from annotated_transformer.evaluation import decode_corpus, encode_sources, translate
+from annotated_transformer.evaluation import decode_corpus, encode_sources, translate_with_model
 
 ROOT = Path(__file__).resolve().parents[1]
 WEB = ROOT / "web"
@@ -189,7 +189,7 @@ def compare(model, codec, page_results, beam: int, direction: str = "de-en") -> 
     srcs = [s for s, _ in sentences(direction)]
     src_ids, _ = encode_sources(codec, srcs, model.config.max_len)
     py_ids = decode_corpus(model, src_ids, SearchOptions(beam_size=beam), fast_beam_search)
-    py_text = translate(model, codec, srcs, SearchOptions(beam_size=beam), fast_beam_search)
+    py_text = translate_with_model(model, codec, srcs, SearchOptions(beam_size=beam), fast_beam_search)
     same, problems = 0, []
     for i, (r, ids, text, sids) in enumerate(zip(page_results, py_ids, py_text, src_ids)):
         assert r["srcIds"] == sids, (i, "tokenizer differs", r["srcIds"], sids)
@@ -274,7 +274,7 @@ def test_blank_and_over_long_input_as_the_package(loaded, reference):
     " sentence where the package does, with the package's words (issue 42)."
     page, _, _ = loaded
     model, codec = reference
-    assert translate(model, codec, ["   "], search=fast_beam_search) == [""]
+    assert translate_with_model(model, codec, ["   "], search=fast_beam_search) == [""]
     bytes_before = page.evaluate("() => window.atTranslate.stats.bytes")
     for text in ("", "   \n\t"):
         r = page.evaluate("(t) => window.atTranslate.translate(t)", text)
@@ -360,8 +360,8 @@ def test_divergence_check_catches_a_real_difference(reference):
     fake = []
     for sids, ids in zip(src_ids, py):
         out = with_eos(ids, min(len(sids) + 50, model.config.max_len))
-        fake.append({"srcIds": sids, "ids": ids, "outIds": out, "text": codec.decode_tgt(ids),
-                     "output": codec.decode_tgt(ids)})
+        fake.append({"srcIds": sids, "ids": ids, "outIds": out, "text": codec.tgt_text(ids),
+                     "output": codec.tgt_text(ids)})
     logp, _ = teacher_forced(model, src_ids[0], [BOS_IDX])
     second = int(logp[-1].topk(2).indices[1])
     fake[0] = {**fake[0], "ids": [second], "outIds": [second, EOS_IDX], "text": "?", "output": "?"}
@@ -407,7 +407,7 @@ def test_whole_validation_set(loaded):
             rows.append({"direction": direction, "beam": beam, "sentences": len(srcs),
                          "identical": sum(o[1] == p for o, p in zip(out, py)),
                          "bleu_browser": round(corpus_bleu([o[0] for o in out], refs).score, 2),
-                         "bleu_python": round(corpus_bleu([codec.decode_tgt(p) for p in py], refs).score, 2),
+                         "bleu_python": round(corpus_bleu([codec.tgt_text(p) for p in py], refs).score, 2),
                          "browser_ms_per_sentence": round(1000 * seconds / len(srcs), 1)})
             print(f"[browser] {rows[-1]}")
     env = hardware_summary(as_dict=True)

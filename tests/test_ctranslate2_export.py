@@ -10,7 +10,7 @@ ctranslate2 = pytest.importorskip(
 
 from annotated_transformer.ctranslate2_export import (CT2_META, codec_tokens, decode_ctranslate2, export_ctranslate2,
                                                       load_ctranslate2, translate_ctranslate2)
-from annotated_transformer.cli import export_command
+from annotated_transformer.cli_tools import export_command
 from annotated_transformer.data import SAMPLE_DIR, BPECodec, encode_pairs, load_split
 from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.fast_decoding import fast_beam_search
@@ -82,7 +82,7 @@ def test_from_checkpoint_and_text_path(codec, sources, tmp_path):
     meta = json.loads((out / CT2_META).read_text())
     assert (meta["src_lang"], meta["tgt_lang"], meta["quantization"]) == ("de", "en", "float32")
     pairs, ids = sources
-    want = [codec.decode_tgt(h) for h in ours(model, ids[:8], SearchOptions(beam_size=1))]
+    want = [codec.tgt_text(h) for h in ours(model, ids[:8], SearchOptions(beam_size=1))]
     assert translate_ctranslate2(out, [s for s, _ in pairs[:8]], SearchOptions(beam_size=1), compute_type="float32") == want
     assert translate_ctranslate2(out, ["", "   "], SearchOptions(beam_size=1)) == ["", ""]
 

@@ -367,6 +367,17 @@ def test_sidebar_lists_every_notebook_in_order(site):
     if chapters != sorted(chapters): warnings.warn(f"nbs/sidebar.yml is not in notebook (= paper) order: {chapters}")
 
 
+def test_solutions_are_folded_and_pages_link_to_their_notebooks(site):
+    "Each exercise's solution is a closed <details> titled `Solution CC.N` (Quarto's collapsed callout); each page
+    links to its notebook on GitHub and to Colab."
+    html = (OUT / "html" / "attention.html").read_text(encoding="utf-8")
+    folds = re.findall(r'<details class="callout-tip"( open)?><summary>(Solution 02\.\d)</summary>', html)
+    assert [t for _, t in folds] == ["Solution 02.1", "Solution 02.2", "Solution 02.3", "Solution 02.4"], folds
+    assert not any(o for o, _ in folds), "a solution is unfolded"
+    assert 'href="https://colab.research.google.com/github/annotated-transformer/annotated_transformer/blob/main/nbs/02_attention.ipynb"' in html
+    assert 'href="https://github.com/annotated-transformer/annotated_transformer/blob/main/nbs/02_attention.ipynb"' in html
+
+
 def test_quarto_config_parses(site):
     "The YAML that Quarto reads (as nbdev-proc-nbs leaves it) parses, and names what the site needs."
     import yaml

@@ -57,7 +57,7 @@ def val_file(tmp_path_factory):
 def _ids(engine, sentences, beam):
     ids, _ = encode_sources(engine.codec, sentences, engine.config.max_len)
     out = [None] * len(ids)
-    for idx, hyps in engine.decode(ids, SearchOptions(beam_size=beam), 64):
+    for idx, hyps in engine.decode_batches(ids, SearchOptions(beam_size=beam), 64):
         for i, h in zip(idx, hyps): out[i] = h
     return ids, out
 

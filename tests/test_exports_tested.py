@@ -11,7 +11,9 @@ from pathlib import Path
 
 NBS = Path(__file__).parents[1] / "nbs"
 BOOK_MIN = 0.60                                     # over every notebook together
-CHAPTER_MIN = {"22_fast_model.ipynb": 0.70, "23_fast_decoding.ipynb": 0.70, "92_cli.ipynb": 0.70}
+CHAPTER_MIN = {"22_fast_model.ipynb": 0.70, "23_fast_decoding.ipynb": 0.70, "92_cli.ipynb": 0.70,
+               "96_cli_train.ipynb": 0.70, "97_cli_translate.ipynb": 0.70, "98_cli_lab.ipynb": 0.70,
+               "99_cli_tools.ipynb": 0.70}
 EXPORT = re.compile(r"^\s*#\s*\|\s*exports?\s*$", re.MULTILINE)
 NO_EVAL = re.compile(r"^\s*#\s*\|\s*eval\s*:\s*false\s*$", re.MULTILINE)
 CHECKS = {"test_eq", "test_ne", "test_close", "test_is", "test_shuffled", "test_fail", "test_eq_type",

@@ -639,7 +639,7 @@ def test_evaluate_json_is_one_object_on_stdout(mt_ckpt):
 def test_bf16_autocast_backward_with_all_padding_rows_is_finite(fused):
     torch.manual_seed(0)
     model = create_transformer(20, 20, "tiny")                       # the paper's layers: the fused kernel
-    if not fused: make_fast(model, ModelLevers(fused=False))          # the fast twins, explicit attention
+    if not fused: make_fast(model, ModelLevers(fused_kernel=False))          # the fast twins, explicit attention
     src = torch.tensor([[1, 5, 6, 2, 0, 0], [PAD_IDX] * 6])          # the second source is all padding
     tgt = torch.tensor([[1, 7, 8, 2], [PAD_IDX] * 4])
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -320,7 +320,8 @@ def test_one_default_direction_names_the_folder(flags, want, tmp_path, monkeypat
     "`train --tgt de` plans and writes checkpoints/DATA-RECIPE-en-de: the CLI's check and the run agree (no training)."
     from types import SimpleNamespace
     import torch
-    from annotated_transformer.cli import build_parser, _default_checkpoint_dir
+    from annotated_transformer.cli import build_parser
+    from annotated_transformer.cli_train import _default_checkpoint_dir
     from annotated_transformer.multi30k import prepare_run, RunOptions
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["train", "--recipe", "tiny", "--data-dir", str(SAMPLE_DIR), *flags])

@@ -42,7 +42,7 @@ def test_fully_masked_rows_finite_forward_and_backward_in_both_paths():
     mask = torch.zeros(2, 1, 3, 5, dtype=torch.bool)
     mask[0, 0, 0, :2] = True                                       # one row sees two keys; all others see none
     for fused in (True, False):                                    # the paper's layer; the fast one, explicit
-        mha = MultiHeadAttention(16, 4) if fused else make_fast(MultiHeadAttention(16, 4), ModelLevers(fused=False))
+        mha = MultiHeadAttention(16, 4) if fused else make_fast(MultiHeadAttention(16, 4), ModelLevers(fused_kernel=False))
         x = torch.randn(2, 3, 16, requires_grad=True)
         mem = torch.randn(2, 5, 16, requires_grad=True)
         out = mha(x, mem, mem, mask)
@@ -117,7 +117,7 @@ def test_check_mask_accepts_exactly_what_both_attention_paths_accept(case):
     mhas = {}
     torch.manual_seed(seed % 1000)
     paper = MultiHeadAttention(h * d, h).eval()                    # the fused kernel
-    explicit_mha = make_fast(copy.deepcopy(paper), ModelLevers(fused=False))   # the fast twin, explicit
+    explicit_mha = make_fast(copy.deepcopy(paper), ModelLevers(fused_kernel=False))   # the fast twin, explicit
     x, mem = torch.randn(b, q_len, h * d, generator=g), torch.randn(b, k_len, h * d, generator=g)
     for fused_path, mha in ((True, paper), (False, explicit_mha)):
         mhas[fused_path] = _attempt(lambda: mha(x, mem, mem, mask))

@@ -31,16 +31,21 @@ def test_console_script_version_and_help():
 
 
 def test_the_cli_imports_the_chapters_and_no_chapter_imports_the_cli():
-    "One direction only: cli.py imports the chapters (real imports, no dispatch by string); no chapter imports the CLI."
+    "One direction only: the command line (cli.py and its commands' modules, cli_*.py) imports the chapters (real "
+    "imports, no dispatch by string: cli.py imports a command's module in a function); no chapter imports the CLI."
     import re
     pkg = Path(annotated_transformer.__file__).parent
-    cli = (pkg / "cli.py").read_text(encoding="utf-8")
-    assert "importlib" not in cli and "import_module" not in cli
+    cli = {f.name: f.read_text(encoding="utf-8") for f in pkg.glob("cli*.py")}
+    assert set(cli) >= {"cli.py", "cli_train.py", "cli_translate.py", "cli_lab.py", "cli_tools.py"}
+    for name, src in cli.items(): assert "importlib" not in src and "import_module" not in src, name
+    for mod in ("cli_train", "cli_translate", "cli_lab", "cli_tools"):                 # in `_training` and the rest
+        assert re.search(rf"^    from annotated_transformer\.{mod} import SUBCOMMANDS$", cli["cli.py"], re.M), mod
+    commands = "\n".join(src for name, src in cli.items() if name != "cli.py")
     for mod in ("copy_task", "multi30k", "model_variations", "attention_maps", "benchmarking", "ctranslate2_export"):
-        assert re.search(rf"^from (\.|annotated_transformer\.){mod} import", cli, re.M), mod
+        assert re.search(rf"^from (\.|annotated_transformer\.){mod} import", commands, re.M), mod
     for f in pkg.glob("*.py"):
-        if f.name in ("cli.py", "__main__.py", "_modidx.py"): continue
-        assert not re.search(r"from \.cli import|annotated_transformer\.cli", f.read_text(encoding="utf-8")), f.name
+        if f.name in (*cli, "__main__.py", "_modidx.py"): continue
+        assert not re.search(r"from \.cli|annotated_transformer\.cli", f.read_text(encoding="utf-8")), f.name
 
 
 # ---- A plain `pip install .` must be enough: every import the package makes is declared. ----

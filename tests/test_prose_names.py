@@ -792,9 +792,9 @@ def test_a_chapter_that_does_not_define_the_name_fails():
 
 
 def test_a_chapter_that_does_not_exist_fails():
-    assert planted("As chapter 99 shows, and chapters 12 and 98.", "15_evaluation.ipynb") == [
-        "15_evaluation.ipynb cell planted: chapter 98 — no notebook is numbered 98",
-        "15_evaluation.ipynb cell planted: chapter 99 — no notebook is numbered 99"]
+    assert planted("As chapter 89 shows, and chapters 12 and 88.", "15_evaluation.ipynb") == [
+        "15_evaluation.ipynb cell planted: chapter 88 — no notebook is numbered 88",
+        "15_evaluation.ipynb cell planted: chapter 89 — no notebook is numbered 89"]
 
 
 def test_names_flags_and_paths():

@@ -733,7 +733,7 @@ def verify_conversion(a, model, codec, n_score: int = 8, n_greedy: int = 100, to
 
 def _bleu_ids(codec, hyps, refs) -> float:
     import sacrebleu
-    return round(sacrebleu.metrics.BLEU().corpus_score([codec.decode_tgt(h) for h in hyps], [refs]).score, 2)
+    return round(sacrebleu.metrics.BLEU().corpus_score([codec.tgt_text(h) for h in hyps], [refs]).score, 2)
 
 def cmd_decode(a):
     "Decode test_2016_flickr with JoeyNMT's beam search and ours on the same weights, interleaved; write JSON."
@@ -799,7 +799,7 @@ def cmd_decode(a):
         times = {"joeynmt": joey_s[1:], "ours": wall["ours"]}            # JoeyNMT: its own time, warm-up dropped
         med = {k: statistics.median(v) for k, v in times.items()}
         same = sum(x == y for x, y in zip(outs["ours"], outs["joeynmt"]))
-        same_text = sum(codec.decode_tgt(x) == codec.decode_tgt(y) for x, y in zip(outs["ours"], outs["joeynmt"]))
+        same_text = sum(codec.tgt_text(x) == codec.tgt_text(y) for x, y in zip(outs["ours"], outs["joeynmt"]))
         ratios = [j / o for j, o in zip(times["joeynmt"], times["ours"])]
         for side in ("joeynmt", "ours"):
             h = outs[side]

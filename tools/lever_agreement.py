@@ -22,23 +22,23 @@ out = {**machine_record("python tools/lever_agreement.py " + " ".join(sys.argv[1
 for name in ("de-en", "en-de"):
     m, codec, _ = resolve_translator(name)
     m = make_fast(m)                                   # the command line's model and search
-    decode = lambda model, search=fast_beam_search: decode_corpus(model, ids, search=search)
+    hyps_of = lambda model, search=fast_beam_search: decode_corpus(model, ids, search=search)
     pairs = load_split("val", src=name[:2], tgt=name[3:])
     ids = encode_sources(codec, [s for s, _ in pairs], m.config.max_len)[0]
     refs = [t for _, t in pairs]
     p = pack_linears(m)
-    on = decode(p)
+    on = hyps_of(p)
     agree = lambda off: {"identical": sum(a == b for a, b in zip(on, off)),
                          "bleu_off": round(bleu_tokens(codec, off, refs)[0], 2)}
     r = {"sentences": len(ids), "bleu_on": round(bleu_tokens(codec, on, refs)[0], 2),
-         "single_query off": agree(decode(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)))),
-         **{f"{what} off": agree(decode(p, partial(fast_beam_search, levers=SearchLevers(**lever))))
+         "single_query off": agree(hyps_of(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)))),
+         **{f"{what} off": agree(hyps_of(p, partial(fast_beam_search, levers=SearchLevers(**lever))))
             for what, lever in (("topk by chunks", dict(topk_chunk=0)),
                                 ("shared cross rows", dict(lazy_cross=False)),
                                 ("deferred reorder", dict(deferred_reorder=False)))}}
     if bf16_native():
         b = pack_linears(m, torch.bfloat16)
-        b_on, b_off = decode(b), decode(make_fast(copy.deepcopy(b), ModelLevers(single_query=False)))
+        b_on, b_off = hyps_of(b), hyps_of(make_fast(copy.deepcopy(b), ModelLevers(single_query=False)))
         r["bf16"] = {"identical_to_float32": sum(a == c for a, c in zip(on, b_on)),
                      "bleu": round(bleu_tokens(codec, b_on, refs)[0], 2),
                      "single_query off, identical": sum(a == c for a, c in zip(b_on, b_off)),

@@ -61,10 +61,10 @@ def main(argv=None):
                      "identical": sum(o == h for o, h in zip(ours, theirs)),
                      "near_ties": sum(g is not None and g < 1e-3 for g in gaps), "gaps": gaps,
                      "beam4_identical": sum(o == h for o, h in zip(beam_ours, beam_onnx)),
-                     "beam4_bleu_torch": corpus_bleu([codec.decode_tgt(o) for o in beam_ours], refs).score,
-                     "beam4_bleu_onnx": corpus_bleu([codec.decode_tgt(h) for h in beam_onnx], refs).score,
-                     "bleu_torch": corpus_bleu([codec.decode_tgt(o) for o in ours], refs).score,
-                     "bleu_onnx": corpus_bleu([codec.decode_tgt(h) for h in theirs], refs).score,
+                     "beam4_bleu_torch": corpus_bleu([codec.tgt_text(o) for o in beam_ours], refs).score,
+                     "beam4_bleu_onnx": corpus_bleu([codec.tgt_text(h) for h in beam_onnx], refs).score,
+                     "bleu_torch": corpus_bleu([codec.tgt_text(o) for o in ours], refs).score,
+                     "bleu_onnx": corpus_bleu([codec.tgt_text(h) for h in theirs], refs).score,
                      "seconds_torch_batched": round(t_torch, 1), "seconds_onnx_one_by_one": round(t_onnx, 1)})
         print(json.dumps(rows[-1]), flush=True)
     record = machine_record("python " + shlex.join(["tools/onnx_agreement.py", *(argv or sys.argv[1:])]))

@@ -260,6 +260,7 @@ figcaption { font-size: 0.9rem; color: #555; margin-top: 0.3rem; }
 .callout-warning { border-left-color: #ffc107; background: #fffaf0; }
 .callout-tip { border-left-color: #198754; background: #f3fbf6; }
 [class*="callout"] > h2, [class*="callout"] > h3 { font-size: 1rem; margin: 0.4rem 0; }
+details[class*="callout"] > summary { font-weight: 600; margin: 0.4rem 0; cursor: pointer; }
 math[display="block"] { margin: 0.6rem 0; }
 table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border-bottom: 1px solid #dee2e6; padding: 0.25rem 0.7rem; text-align: left; }
@@ -299,6 +300,7 @@ def render_site(proc: Path, out: Path, notebooks: list[str] | None = None) -> li
     for f in css: (out / f).write_text((proc / f).read_text(encoding="utf-8"), encoding="utf-8")
     (out / "preview.css").write_text(PREVIEW_CSS, encoding="utf-8")
     pandoc, pages = pandoc_path(), []
+    folds = out / ".folds.lua"; folds.write_text(FOLD_LUA, encoding="utf-8")
     for n, (c, md) in convs.items():
         meta = {"title": c.page.title, "pagetitle": f"{c.page.title} – The Annotated Transformer"}
         if c.meta.get("description"): meta["subtitle"] = str(c.meta["description"])
@@ -308,6 +310,7 @@ def render_site(proc: Path, out: Path, notebooks: list[str] | None = None) -> li
         doc = "---\n" + json.dumps(meta) + "\n---\n\n" + md
         fmt = "markdown-citations-yaml_metadata_block+yaml_metadata_block"
         args = [pandoc, "-f", fmt, "-t", "html5", "--standalone", "--mathml", "--toc", "--toc-depth=3",
+                f"--lua-filter={folds}",
                 *[f"--css={f}" for f in css + ["preview.css"]],
                 f"--include-before-body={nav}", f"--include-after-body={after}", "-o", str(out / c.page.html)]
         # counting Math elements is a second pandoc run on the same text: the browser must show this many
@@ -321,9 +324,31 @@ def render_site(proc: Path, out: Path, notebooks: list[str] | None = None) -> li
         h = (out / c.page.html).read_text(encoding="utf-8")
         h = h.replace("<body>", '<body>\n<div class="layout">', 1).replace("</body>", "</div>\n</body>", 1)
         (out / c.page.html).write_text(h, encoding="utf-8")
-    (out / ".after.html").unlink(missing_ok=True)
+    (out / ".after.html").unlink(missing_ok=True); folds.unlink()
     browser_assets(out)
     return pages
+
+
+# Quarto's collapsible callouts (`::: {.callout-tip collapse="true"}`, a `## Title` first): a <details> element whose
+# <summary> is the title, closed ("true") or open ("false"); the title leaves the table of contents, as on the site.
+FOLD_LUA = r"""
+local function esc(s) return (s:gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;")) end
+function Div(el)
+  local collapse = el.attributes["collapse"]
+  if collapse == nil then return nil end
+  local content, title = el.content, "Details"
+  if #content > 0 and content[1].t == "Header" then
+    title = pandoc.utils.stringify(content[1].content)
+    content = pandoc.List({table.unpack(content, 2)})
+  end
+  local open = (collapse == "false") and " open" or ""
+  local blocks = pandoc.List({pandoc.RawBlock("html", '<details class="' .. table.concat(el.classes, " ") .. '"'
+    .. open .. '><summary>' .. esc(title) .. '</summary>')})
+  blocks:extend(content)
+  blocks:insert(pandoc.RawBlock("html", "</details>"))
+  return blocks
+end
+"""
 
 
 STUB_JS = """// The live translator's files are not built in this preview (the site's deploy workflow builds them).

@@ -31,12 +31,12 @@ LEVERS_OFF = {"nonpad_logits": False}  # FitOptions' speed levers that change ro
 _BOOT = """
 import dataclasses, functools, inspect, json, sys
 from annotated_transformer import training
-levers, fit = json.loads(sys.argv.pop(1)), training.fit
+exact, fit = json.loads(sys.argv.pop(1)), training.fit
 @functools.wraps(fit)
 def fit_levers_off(*args, **kwargs):
     call = inspect.signature(fit).bind(*args, **kwargs)
     options = call.arguments.get("options") or training.FitOptions()
-    call.arguments["options"] = dataclasses.replace(options, **levers)
+    call.arguments["options"] = dataclasses.replace(options, **exact)
     return fit(*call.args, **call.kwargs)
 training.fit = fit_levers_off
 from annotated_transformer.cli import main

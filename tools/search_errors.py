@@ -40,7 +40,7 @@ def rescore(model: nn.Module, sources: list[list[int]], hyps: list[list[int]],
 
 def bleu_row(codec, hyps: list[list[int]], refs: list[str]) -> dict:
     import sacrebleu
-    b = sacrebleu.corpus_bleu([codec.decode_tgt(h) for h in hyps], [refs])
+    b = sacrebleu.corpus_bleu([codec.tgt_text(h) for h in hyps], [refs])
     return {"bleu": round(b.score, 2), "bp": round(b.bp, 3), "ratio": round(b.sys_len / b.ref_len, 3),
             "sys_len": b.sys_len, "ref_len": b.ref_len}
 
