@@ -28,6 +28,15 @@ from .cli_translate import check_output, direction_in_flags
 __all__ = ['SUBCOMMANDS', 'add_attention', 'attention_command', 'add_variations', 'parse_base', 'variations_command', 'add_bench',
            'check_bench', 'bench_command', 'bench_translate_command', 'bench_startup_command']
 
+# %% ../nbs/98_cli_lab.ipynb #a1ad7130
+# what each command's own --help says of it, under its usage line
+_ABOUT = {
+    "variations": ("Train the variants of Table 3 at CPU scale on Multi30k en→de for the same number of "
+                   "updates; dev perplexity and BLEU of each. A run already in the results file is "
+                   "skipped."),
+    "bench": ("Benchmarks: each figure is a ratio against a reference measured in the same run."),
+}
+
 # %% ../nbs/98_cli_lab.ipynb #3f712817
 def add_attention(sub, help: str):
     "`attention`: the model, the sentence, which maps (kind, layer, head), the image file."
@@ -81,11 +90,7 @@ def attention_command(args) -> int:
 # %% ../nbs/98_cli_lab.ipynb #b107a9ad
 def add_variations(sub, help: str):
     "`variations`: which rows and seeds, how long, on what model, where the results go."
-    v = sub.add_parser("variations", help=help,
-                       description="Train the variants of Table 3 at CPU scale on Multi30k en→de "
-                                   "for the same number of updates; dev perplexity and BLEU of each. "
-                                   "A run already "
-                                   "in the results file is skipped.")
+    v = sub.add_parser("variations", help=help, description=_ABOUT["variations"])
     v.add_argument("--rows", default=None,
                    help="comma-separated rows (base, A, B, C, D, E) or variant "
                                                 "names (e.g. A-h1, E-learned); default: all")
@@ -142,10 +147,7 @@ def variations_command(args) -> int:
 # %% ../nbs/98_cli_lab.ipynb #d1fd9f59
 def add_bench(sub, help: str):
     "`bench`: a flag per option of `run_benchmarks` (add one there, then here)."
-    b = sub.add_parser("bench", help=help,
-                       description="Benchmarks: each figure is a ratio against a reference "
-                                   "measured "
-                                   "in the same run.")
+    b = sub.add_parser("bench", help=help, description=_ABOUT["bench"])
     b.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     b.add_argument("--check", action="store_true",
                    help="the project's own check: judge each figure against its target "

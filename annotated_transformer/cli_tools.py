@@ -17,6 +17,17 @@ from .cli import Subcommand, add_model
 # %% auto #0
 __all__ = ['SUBCOMMANDS', 'add_average', 'average_command', 'add_export', 'export_command', 'add_exercises', 'exercises_command']
 
+# %% ../nbs/99_cli_tools.ipynb #1b9f7394
+# what each command's own --help says of it, under its usage line
+_ABOUT = {
+    "export": ("Export a training checkpoint as a model folder (--format safetensors, chapter 32), "
+               "or a checkpoint or model as a CTranslate2 folder (--format ctranslate2; needs pip "
+               "install 'annotated-transformer[ctranslate2]'), or as ONNX graphs for ONNX Runtime "
+               "and the browser (--format onnx; needs pip install 'annotated-transformer[onnx]')."),
+    "exercises": ("Write the exercises of a chapter of the book (01-06, 08-11, 14, 15) as a notebook: "
+                  "questions, empty answer cells, and the checks that grade them."),
+}
+
 # %% ../nbs/99_cli_tools.ipynb #8193e978
 def add_average(sub, help: str):
     "`average`: the checkpoints, and where their average goes."
@@ -39,14 +50,7 @@ def average_command(args) -> int:
 # %% ../nbs/99_cli_tools.ipynb #03ec8f26
 def add_export(sub, help: str):
     "`export`: from which model, to which format and folder, with which weights."
-    e = sub.add_parser("export", help=help,
-                       description="Export a training checkpoint as a model folder (--format "
-                                   "safetensors, chapter 32), or a checkpoint or model as a "
-                                   "CTranslate2 "
-                                   "folder (--format ctranslate2; needs pip install "
-                                   "'annotated-transformer[ctranslate2]'), or as ONNX graphs "
-                                   "for ONNX Runtime and the browser (--format onnx; needs pip "
-                                   "install 'annotated-transformer[onnx]').")
+    e = sub.add_parser("export", help=help, description=_ABOUT["export"])
     add_model(e, "(--format ctranslate2 or onnx)", required=True)
     e.add_argument("--format", choices=("safetensors", "ctranslate2", "onnx"), default="safetensors",
                    help="the kind of folder to write (default: safetensors)")
@@ -88,9 +92,7 @@ def export_command(args) -> int:
 # %% ../nbs/99_cli_tools.ipynb #de9730a4
 def add_exercises(sub, help: str):
     "`exercises`: which chapter, and the notebook to write."
-    e = sub.add_parser("exercises", help=help,
-                       description="Write the exercises of a chapter of the book (01-06, 08-11, 14, 15) as a "
-                                   "notebook: questions, empty answer cells, and the checks that grade them.")
+    e = sub.add_parser("exercises", help=help, description=_ABOUT["exercises"])
     e.add_argument("chapter", help="the chapter's number, e.g. 02")
     e.add_argument("--output", required=True, help="the notebook to write, e.g. ex02.ipynb")
     return e

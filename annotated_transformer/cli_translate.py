@@ -54,13 +54,17 @@ def _add_engine(s):
               more=f"({types}; torch bfloat16 only where the CPU has it natively, "
                    f"CTranslate2 float16 on a GPU)")
 
+def _add_translator(s):
+    "What `translate` and `evaluate` take first: the model, its search, its engine."
+    add_model(s, _SHIPPED_DEFAULT)
+    _add_decoding(s)
+    _add_engine(s)
+
 # %% ../nbs/97_cli_translate.ipynb #db5d9339
 def add_translate(sub, help: str):
     "`translate`: the model, its search and engine, where the sentences come from and go."
     s = sub.add_parser("translate", help=help, description=help)
-    add_model(s, _SHIPPED_DEFAULT)
-    _add_decoding(s)
-    _add_engine(s)
+    _add_translator(s)
     s.add_argument("sentences", nargs="*",
                    help="sentences to translate (default: one per line from --input, else stdin)")
     s.add_argument("--input", metavar="FILE", default=None,
@@ -80,9 +84,7 @@ def add_translate(sub, help: str):
 def add_evaluate(sub, help: str):
     "`evaluate`: the model, its search and engine, which test sets, where the hypotheses go."
     s = sub.add_parser("evaluate", help=help, description=help)
-    add_model(s, _SHIPPED_DEFAULT)
-    _add_decoding(s)
-    _add_engine(s)
+    _add_translator(s)
     s.add_argument("--test", metavar="PREFIX", nargs="+", action="extend", default=None,
                    help="score on your files PREFIX.SRC / PREFIX.TGT instead "
                         "(default: the data the run was trained on)")

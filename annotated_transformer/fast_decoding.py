@@ -103,7 +103,7 @@ def _chunked_candidates(scores: torch.Tensor, # (b, n_live) total log-prob of ea
     c = ch.gather(1, j // chunk)                                  # (b, 2K) the chunk of each
     return Candidates(top, c // n_chunks, ((c % n_chunks) * chunk + j % chunk).clamp(max=V - 1))
 
-# %% ../nbs/23_fast_decoding.ipynb #9315933f
+# %% ../nbs/23_fast_decoding.ipynb #6da60575
 def _fast_start(model, src, src_mask,
                 o: SearchOptions,     # its beam size K and `start_symbol`
                 levers: SearchLevers, # its `one_beam_start` and `lazy_cross`
@@ -120,7 +120,7 @@ def _fast_start(model, src, src_mask,
     scores[:, 0] = 0.0
     return memory, mask, seqs, scores, n_live
 
-# %% ../nbs/23_fast_decoding.ipynb #d093f614
+# %% ../nbs/23_fast_decoding.ipynb #7175368d
 def fast_beam_search(model: nn.Module,       # as `beam_search`: a fast `Transformer` in eval mode
                      src: torch.Tensor,      # (batch, src_len) int64 source ids
                      src_mask: torch.Tensor, # (batch, 1, 1, src_len) bool, True = real token

@@ -72,7 +72,7 @@ def unfold_queries(x: torch.Tensor, # (kv_batch, heads, g·q_len, …) an attent
     if x.shape[0] == batch: return x
     return x.unflatten(2, (batch // x.shape[0], -1)).transpose(1, 2).flatten(0, 1)
 
-# %% ../nbs/22_fast_model.ipynb #1c8e1250
+# %% ../nbs/22_fast_model.ipynb #e316941d
 @dataclass
 class KVEntry:
     "One attention's cached keys and values, and the row order its next `append` takes (deferred)."
@@ -98,7 +98,7 @@ class LayerKV(NamedTuple):
     self_attn: KVEntry  # the decoded positions: grows by one position a step
     src_attn: KVEntry   # the encoder memory's, projected at the first step, then only read
 
-# %% ../nbs/22_fast_model.ipynb #b62e2309
+# %% ../nbs/22_fast_model.ipynb #69ef5d2c
 @patch
 def append(self: KVEntry,
            k: torch.Tensor, # (batch, heads, new_len, d_k) the new positions' keys
@@ -118,7 +118,7 @@ def _grown(old: torch.Tensor, new: torch.Tensor, rows: torch.Tensor|None) -> tor
     out[:, :, T:] = new
     return out
 
-# %% ../nbs/22_fast_model.ipynb #56a55f6b
+# %% ../nbs/22_fast_model.ipynb #4496fed3
 class KVCache:
     "A decoder's keys and values for incremental decoding; `length` = positions decoded so far."
     def __init__(self, n_layers: int): # number of decoder layers
