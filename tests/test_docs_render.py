@@ -368,8 +368,8 @@ def test_sidebar_lists_every_notebook_in_order(site):
 
 
 def test_solutions_are_folded_and_pages_link_to_their_notebooks(site):
-    "Each exercise's solution is a closed <details> titled `Solution CC.N` (Quarto's collapsed callout); each page
-    links to its notebook on GitHub and to Colab."
+    """Each exercise's solution is a closed <details> titled `Solution CC.N` (Quarto's collapsed callout); each page
+    links to its notebook on GitHub and to Colab."""
     html = (OUT / "html" / "attention.html").read_text(encoding="utf-8")
     folds = re.findall(r'<details class="callout-tip"( open)?><summary>(Solution 02\.\d)</summary>', html)
     assert [t for _, t in folds] == ["Solution 02.1", "Solution 02.2", "Solution 02.3", "Solution 02.4"], folds
