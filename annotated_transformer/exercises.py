@@ -567,6 +567,7 @@ def _pe_even_only(n, d):  # as many cosines as sines: wrong only for an odd d_mo
     pe[:, 0::2], pe[:, 1::2] = a.sin(), a.cos()
     return pe
 
+# %% ../nbs/95_exercises.ipynb #e6012337
 _PE = ("«PE(pos,2i) = sin(pos/10000^(2i/d_model)), PE(pos,2i+1) = cos(pos/10000^(2i/d_model))» "
        "(§3.5)")
 _pair = lambda n, d, exponent: _alternate(_angles(n, d, exponent), torch.sin, torch.cos)
@@ -1080,6 +1081,7 @@ def _ch14_greedy_cases():
             ("batch 1, a 1-token source, max_new_tokens=1", (m, src[:1, :1], mask[:1, ..., :1], 1)),
             ("3 sentences, max_new_tokens=4", (m, src[odd], mask[odd], 4))]
 
+# %% ../nbs/95_exercises.ipynb #d1553d34
 _ch14_max = "«We set the maximum output length during inference to input length + 50» (§6.1)"
 exercise(id="14.2", kind="implement", title="Greedy decoding", expected=_ch14_greedy,
          quote=f"{_ch14_max}: pick the most probable token each step; a sentence ends at its "
