@@ -14,8 +14,8 @@ from . import __version__
 
 # %% auto #0
 __all__ = ['COMMANDS', 'positive_int', 'non_negative_int', 'int_list', 'name_list', 'non_negative_float', 'positive_float',
-           'length_penalty_arg', 'smoothing_arg', 'lang_code', 'vocab_arg', 'Options', 'add_field', 'add_model',
-           'Subcommand', 'Command', 'build_parser', 'main']
+           'length_penalty_arg', 'probability_arg', 'share_arg', 'lang_code', 'vocab_arg', 'Options', 'add_field',
+           'add_model', 'Subcommand', 'Command', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #99991c9a
 def _int_at_least(s: str, low: int) -> int:
@@ -69,9 +69,13 @@ def length_penalty_arg(s: str) -> float:
     from annotated_transformer.decoding import MAX_LENGTH_PENALTY   # chapter 14: a search's flag is parsed
     return _float_below(s, MAX_LENGTH_PENALTY, True, "§6.1 uses 0.6")
 
-def smoothing_arg(s: str) -> float:
-    "argparse type: ε_ls, from 0 up to (not including) 1."
+def probability_arg(s: str) -> float:
+    "argparse type: a rate from 0 up to (not including) 1: ε_ls or P_drop."
     return _float_below(s, 1, False, "§5.4 uses 0.1")
+
+def share_arg(s: str) -> float:
+    "argparse type: a share of a run, from 0 to 1 (a cooldown's)."
+    return _float_below(s, 1, True, "a share of the planned updates")
 
 # %% ../nbs/92_cli.ipynb #03facba0
 def lang_code(s: str) -> str:
@@ -110,8 +114,9 @@ class Options:
 # %% ../nbs/92_cli.ipynb #2c3a9076
 _TYPES = {"int": positive_int, "float": non_negative_float}
 # fields whose range is narrower than their type's
-_FIELD_TYPES = {"length_penalty": length_penalty_arg, "label_smoothing": smoothing_arg,
-                "lr_scale": positive_float, "clip_grad": positive_float}
+_FIELD_TYPES = {"length_penalty": length_penalty_arg, "label_smoothing": probability_arg,
+                "dropout": probability_arg, "cooldown": share_arg, "lr_scale": positive_float,
+                "clip_grad": positive_float}
 
 @functools.cache
 # parsed once per source, not once per flag

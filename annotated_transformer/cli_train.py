@@ -29,7 +29,7 @@ __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'SUBCOMMANDS', 'add_train
 
 # %% ../nbs/96_cli_train.ipynb #cf88f45b
 RECIPE_FLAGS = ("save_every", "batch_tokens", "accum_steps", "warmup_steps", "lr_scale",
-                "label_smoothing", "clip_grad")
+                "label_smoothing", "dropout", "clip_grad", "cooldown")
 
 # %% ../nbs/96_cli_train.ipynb #2e997aa1
 def add_train(sub, help: str):
@@ -80,6 +80,8 @@ def check_train(args, error):  # error: the `train` parser's, one line and exit 
         error("--recipe is for translation; the copy task's model is --preset")
     if args.preset and args.task != "copy":
         error("--preset is the copy task's model; a translation run's recipe is --recipe")
+    if args.cooldown is not None and args.task == "copy":
+        error("--cooldown is for translation; the copy task keeps §5.3's schedule")
     if args.train and not args.valid:
         error("--train PREFIX needs --valid PREFIX (the validation files)")
     if not args.train and (args.valid or args.test):
@@ -174,7 +176,7 @@ def _copy_result(s: dict, state, seconds: float, args, seed: int, ctx, averaged:
             "epochs": state.epoch + (state.batch_in_epoch > 0),        # the last maybe partial
             "tokens": state.tokens,
             "train_loss": state.train_loss[-1][1] if state.train_loss else None,
-            "seconds": round(seconds, 2), "seed": seed, "precision": args.precision,
+            "seconds": round(seconds, 2), "seed": seed, "precision": args.precision or "fp32",
             "world_size": ctx.world_size, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "checkpoint": str(last) if last else None, "averaged": averaged}
 
@@ -203,14 +205,14 @@ def train_copy_command(args) -> int:
     max_steps = (args.max_steps if args.max_steps is not None
                  else None if args.epochs else COPY_MAX_STEPS)
     kw = dict(preset=args.preset, batch_tokens=args.batch_tokens, warmup_steps=args.warmup_steps,
-              lr_scale=args.lr_scale, label_smoothing=args.label_smoothing,
+              lr_scale=args.lr_scale, label_smoothing=args.label_smoothing, dropout=args.dropout,
               clip_grad=args.clip_grad, n_train=args.max_train_pairs)
     # flags not given: the recipe's defaults
     recipe = CopyRecipe(seed=seed, **{k: v for k, v in kw.items() if v is not None})
     with distributed_session(args.device if args.device else "cpu") as ctx:
         t0 = time.perf_counter()
         options = replace(COPY_FIT, max_steps=max_steps, epochs=args.epochs,
-                          accum_steps=accum_steps, precision=args.precision,
+                          accum_steps=accum_steps, precision=args.precision or "fp32",
                           checkpoint_dir=args.checkpoint_dir, save_every=args.save_every,
                           resume_from=resume_from, progress=True)
         try:   # on the lab's fast twins (chapter 22), decoded on its cache: the same tokens

@@ -132,7 +132,7 @@ def run_variant(variant: Variant,              # what to change
     model_cfg, recipe = variant_setup(variant, base)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="variation-") as tmp:
-        options = RunOptions("small", Path(tmp) / "run", data_dir, max_steps=steps, seed=seed,
+        options = RunOptions("small-long", Path(tmp) / "run", data_dir, max_steps=steps, seed=seed,
                              src="en", tgt="de", evaluate_splits=("val",), progress=progress,
                              max_train_pairs=max_train_pairs, max_eval_sentences=max_eval_sentences,
                              transform=transform, search=search)

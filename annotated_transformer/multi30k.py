@@ -14,7 +14,8 @@ import torch
 from .model import create_transformer, count_parameters
 from .decoding import SearchOptions
 from .batching import token_batch_loader
-from .optimizer import make_optimizer, make_scheduler
+from torch.optim.lr_scheduler import LambdaLR
+from .optimizer import make_optimizer, make_scheduler, NoamSchedule
 from .regularization import LabelSmoothingLoss
 from .training import FitOptions, fit, planned_updates
 from .checkpoints import (load_checkpoint, save_checkpoint,
@@ -27,12 +28,13 @@ from .evaluation import translate_with_model, evaluate_bleu, score_sets
 
 # %% auto #0
 __all__ = ['RECIPE_SEARCH', 'RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY_COLUMNS', 'WARMUP_SHARE', 'MIN_UPDATES',
-           'Multi30kRecipe', 'default_recipe_name', 'default_checkpoint_dir', 'resumed_recipe', 'codec_from_file',
-           'write_history', 'checkpoint_step', 'HistoryLog', 'plot_history', 'tensorboard_writer', 'log_to_tensorboard',
-           'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir', 'resume_run', 'new_recipe', 'Multi30kRun',
-           'read_pairs', 'new_vocabulary', 'prepare_run', 'run_length', 'fit_length', 'fitted_warmup', 'fit_schedule',
-           'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary',
-           'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
+           'Multi30kRecipe', 'default_recipe_name', 'run_precision', 'default_checkpoint_dir', 'resumed_recipe',
+           'codec_from_file', 'write_history', 'checkpoint_step', 'HistoryLog', 'plot_history', 'tensorboard_writer',
+           'log_to_tensorboard', 'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir', 'resume_run',
+           'new_recipe', 'Multi30kRun', 'read_pairs', 'new_vocabulary', 'prepare_run', 'run_length', 'fit_length',
+           'fitted_warmup', 'fit_schedule', 'CooldownSchedule', 'cooldown_steps', 'run_scheduler', 'training_parts',
+           'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary', 'choose_and_score',
+           'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -53,6 +55,9 @@ class Multi30kRecipe:
     lr_scale: float = 0.7         # factor on the §5.3 learning rate
     label_smoothing: float = 0.1  # ε_ls (§5.4)
     clip_grad: float|None = None  # gradient-norm clipping (not in the paper)
+    cooldown: float = 0.0         # the last share of the planned updates: the rate falls to 0 (not in §5.3)
+    # training precision, fp32 or bf16 (chapter 11's autocast); see `run_precision`
+    precision: str = FitOptions.precision
     epochs: int = 7               # passes over the training data (`small` runs 14)
     save_every: int = 100         # updates between checkpoints
     average: int = 5              # average the last this-many checkpoints (§6.1)
@@ -77,7 +82,8 @@ RECIPE_SEARCH = ("beam_size", "length_penalty")
 RECIPES = {
     "tiny":  Multi30kRecipe(model="tiny", bpe_vocab_size=2000, batch_tokens=2048, warmup_steps=200,
                             lr_scale=0.5, epochs=10, save_every=50),
-    "small": Multi30kRecipe(dropout=0.2, epochs=14),
+    "small": Multi30kRecipe(epochs=7, cooldown=0.25, precision="bf16"),
+    "small-long": Multi30kRecipe(dropout=0.2, epochs=14),   # the earlier CPU default (the shipped models)
     "base":  Multi30kRecipe(model="base", dropout=0.3, batch_tokens=8192, warmup_steps=1000,
                             lr_scale=0.7, epochs=30),
     "big":   Multi30kRecipe(model="big", dropout=0.3, batch_tokens=8192, warmup_steps=1000,
@@ -90,6 +96,16 @@ def _mean(xs): return sum(xs) / len(xs) if xs else float("nan")
 def default_recipe_name(device: torch.device) -> str:
     "The recipe fitted to the hardware: `base` on a GPU, `small` on a CPU."
     return "base" if device.type == "cuda" else "small"
+
+def run_precision(recipe: Multi30kRecipe, # the run's recipe
+                  requested: str|None,    # --precision; None: the recipe's
+                  device) -> str:         # the run's device
+    "The run's precision: the one asked, else the recipe's, but fp32 where bf16 is not native (chapter 24)."
+    if requested is not None: return requested
+    dev = torch.device(device)
+    emulated = ((dev.type == "cpu" and not bf16_native())
+                or (dev.type == "cuda" and not torch.cuda.is_bf16_supported()))
+    return "fp32" if recipe.precision == "bf16" and emulated else recipe.precision
 
 def default_checkpoint_dir(recipe_name: str,                      # a key of RECIPES
                            src: str|None=None, tgt: str|None=None, # see `default_direction`
@@ -258,8 +274,9 @@ class RunOptions:
     # random seed (default 0; resuming: the run's); runs reproduce bit for bit on one machine
     seed: int|None = None
     device: str|None = None                # default: cuda if available, else cpu
-    # training precision, fp32, bf16 or fp16 (autocast, chapter 11)
-    precision: str = FitOptions.precision
+    # training precision, fp32, bf16 or fp16 (autocast, chapter 11) (default: the recipe's, in fp32
+    # where bf16 is not native; the copy task's: fp32)
+    precision: str|None = None
     # scored with beam search at the end (None: val and every test set there)
     evaluate_splits: tuple|None = None
     max_eval_sentences: int|None = None    # score only the first N sentences of each split
@@ -295,6 +312,7 @@ def train_multi30k(options: RunOptions|None=None, # where, how long, on what (No
         history = write_history(state, run.ckpt_dir)
         candidates, last = average_last(run, parts[0], state, ctx.device, o.transform)
         results = run_summary(run, parts[0], state, train_time, history, last, ctx.device)
+        results["precision"] = run_precision(run.recipe, o.precision, ctx.device)
         results = choose_and_score(run, candidates, results, o.max_eval_sentences, o.progress,
                                    o.search)
         results["total_time_s"] = round(time.perf_counter() - t_start, 1)
@@ -487,6 +505,33 @@ def fit_schedule(recipe: Multi30kRecipe, # the run's recipe
             f"updates")
     return Multi30kRecipe.from_dict({**recipe.to_dict(), "warmup_steps": w, "lr_scale": scale})
 
+# %% ../nbs/16_multi30k.ipynb #f1307d55
+class CooldownSchedule(NoamSchedule):
+    "§5.3's rate, then a linear fall to 0 over the last `cooldown_steps` of `total_steps` (not in the paper)."
+    def __init__(self, d_model: int, warmup_steps: int, scale: float, # as `NoamSchedule`
+                 total_steps: int,     # the run's planned updates
+                 cooldown_steps: int): # the last this-many updates: the rate falls to 0
+        super().__init__(d_model, warmup_steps, scale)
+        if not 0 < cooldown_steps <= total_steps:
+            raise ValueError(f"cooldown_steps={cooldown_steps} must be from 1 to total_steps={total_steps}")
+        self.total_steps, self.cooldown_steps = total_steps, cooldown_steps
+    def __call__(self, done: int) -> float:
+        "The §5.3 rate of update `done + 1`, times the share of the cooldown still ahead of it."
+        left = max(self.total_steps - done, 0)    # updates left, this one included
+        return super().__call__(done) * min(1.0, left / self.cooldown_steps)
+
+def cooldown_steps(recipe: Multi30kRecipe, planned: int) -> int: # the run's; its planned updates
+    "The updates at the end of the run over which the recipe's cooldown takes the rate to 0 (0: none)."
+    return 0 if not recipe.cooldown else min(planned, max(1, round(planned * recipe.cooldown)))
+
+def run_scheduler(opt: torch.optim.Optimizer, recipe: Multi30kRecipe, # built with lr=1.0; the run's
+                  d_model: int, planned: int,  # model width; the run's planned updates (`run_length`)
+                 ) -> LambdaLR:
+    "§5.3's schedule for a run (chapter 9), ending in the recipe's cooldown when it has one."
+    steps = cooldown_steps(recipe, planned)
+    if not steps: return make_scheduler(opt, d_model, recipe.warmup_steps, recipe.lr_scale)
+    return LambdaLR(opt, CooldownSchedule(d_model, recipe.warmup_steps, recipe.lr_scale, planned, steps))
+
 # %% ../nbs/16_multi30k.ipynb #ea501276
 def training_parts(run: Multi30kRun, device: torch.device,
                    max_steps: int|None=None, epochs: int|None=None, # see `RunOptions`
@@ -507,11 +552,11 @@ def training_parts(run: Multi30kRun, device: torch.device,
     val_loader = token_batch_loader(val_data, recipe.batch_tokens, shuffle=False, pin_memory=pin)
     if run.fit_length and max_steps is None and epochs is None:    # your files, no length asked
         run.recipe = recipe = fit_length(recipe, len(loader), log)  # kept in the recipe, as below
+    planned = run_length(len(loader), recipe, max_steps, epochs)[2]
     if run.fit_schedule:                     # kept in the run's recipe: a resumed run keeps it
-        planned = run_length(len(loader), recipe, max_steps, epochs)[2]
         run.recipe = recipe = fit_schedule(recipe, planned, log)
     opt = make_optimizer(model)
-    sched = make_scheduler(opt, model.config.d_model, recipe.warmup_steps, recipe.lr_scale)
+    sched = run_scheduler(opt, recipe, model.config.d_model, planned)
     loss_fn = LabelSmoothingLoss(codec.tgt_vocab_size, recipe.label_smoothing, model.config.pad_idx)
     return model, loader, val_loader, opt, sched, loss_fn
 
@@ -532,15 +577,23 @@ def prune_checkpoints(ckpt_dir, save_every: int, keep: int, # as `averageable`; 
     return kept[-keep:]
 
 # %% ../nbs/16_multi30k.ipynb #9019a1c9
-def _say_plan(run: Multi30kRun, model, updates_per_epoch: int, total: int, ctx, precision: str, log):
-    "The run's first lines: the model, the data, the updates, the machine; bf16's offer where native."
+def _say_plan(run: Multi30kRun, model, updates_per_epoch: int, total: int, ctx, asked: str|None, log):
+    "The run's first lines: the model, the data, the updates, the machine, the precision and why."
     log(f"training {run.recipe.model} ({count_parameters(model) / 1e6:.1f}M parameters) "
         f"{run.src}→{run.tgt} on {plural(run.n_train, 'pair')}, "
         f"{plural(updates_per_epoch, 'update')} per epoch, up to {plural(total, 'update')}, "
         f"on {hardware_summary(ctx.device)}")
-    if precision == "fp32" and torch.device(ctx.device).type == "cpu" and bf16_native():
-        log("this CPU computes bf16 natively: precision bf16 (--precision bf16) trains faster here, "
-            "approximately (chapter 16, 'Why these choices'); the recipe stays fp32")
+    if (cool := cooldown_steps(run.recipe, total)):
+        log(f"cooldown: the rate falls linearly to 0 over the last {plural(cool, 'update')}")
+    precision, recipe = run_precision(run.recipe, asked, ctx.device), run.recipe.precision
+    if asked is not None and asked != recipe:
+        log(f"precision {precision} (--precision; the recipe's: {recipe})")
+    elif precision != recipe:
+        log(f"precision {precision}: the recipe's {recipe} is emulated on this device, several times slower "
+            f"(chapter 24)")
+    elif precision == "bf16":
+        log("precision bf16, the recipe's: autocast over fp32 weights (chapter 11); --precision fp32 for "
+            "fp32")
 
 def _checkpoint_extra(run: Multi30kRun) -> dict:
     "What each checkpoint of the run records beside the weights: task, recipe, seed, direction, vocab, data."
@@ -557,6 +610,7 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
     recipe, ckpt_dir, keep = run.recipe, run.ckpt_dir, max(run.recipe.average, 1)
     o = options
     n_epochs, updates_per_epoch, total = run_length(len(loader), recipe, o.max_steps, o.epochs)
+    precision = run_precision(recipe, o.precision, ctx.device)
     if ctx.is_main: _say_plan(run, model, updates_per_epoch, total, ctx, o.precision, log)
     def on_step(state):
         if history is not None: history.update(state, state.step - 1)  # the rows before are final
@@ -572,7 +626,7 @@ def fit_run(run: Multi30kRun, parts: tuple, ctx, # a prepared run; `training_par
     history = HistoryLog(ckpt_dir, checkpoint_step(run.existing)) if ctx.is_main else None
     t = time.perf_counter()
     how = FitOptions(max_steps=total, epochs=n_epochs, accum_steps=recipe.accum_steps,
-                     clip_grad=recipe.clip_grad, precision=o.precision, device=ctx.device,
+                     clip_grad=recipe.clip_grad, precision=precision, device=ctx.device,
                      save_every=recipe.save_every, checkpoint_dir=ckpt_dir,
                      resume_from=run.existing, extra=extra, progress=o.progress, on_step=on_step)
     try: state = fit(model, loader, opt, sched, loss_fn, how, val_loader=val_loader)

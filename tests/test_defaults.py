@@ -1,7 +1,7 @@
 """One source for each default: no two dataclasses of the package declare the same field with the same literal default
 (a number or a string; None, True and False say "off" or "not given" and are not counted). A default written twice drifts:
 the search's beam 4 and α 0.6 were once in four places. Where one options object needs another's value it holds the other
-(`Multi30kRecipe.search_options`, a `SearchOptions`) or names its default (`RunOptions.precision = FitOptions.precision`).
+(`Multi30kRecipe.search_options`, a `SearchOptions`) or names its default (`Multi30kRecipe.precision = FitOptions.precision`).
 The package's source is read with `ast`, so nothing is imported. Function signatures are not checked (yet): their
 defaults mostly restate a dataclass's for callers who pass none."""
 import ast

@@ -33,7 +33,7 @@ def test_a_count_of_one_takes_the_singular(first_part):
     assert res["updates"] == 2 and res["epochs"] == 2                              # one update an epoch, indeed
     said = []
     fit_schedule(RECIPES["small"], 4, said.append)                                  # a quarter of 4: 1 update
-    assert said and said[0].startswith("warmup shortened from 800 to 1 update ("), said
+    assert said and said[0].startswith(f"warmup shortened from {RECIPES['small'].warmup_steps} to 1 update ("), said
     fit_length(dataclasses.replace(RECIPES["small"], epochs=1), 1, said.append)   # 1 batch, 1 epoch
     assert "your files make 1 update an epoch: the recipe's 1 epoch would be 1 update, too few" in said[-1], said
 

@@ -249,7 +249,7 @@ def test_a_pair_with_an_empty_side_is_skipped_and_named(tmp_path):
 
 
 def test_the_warmup_fits_a_short_run_on_your_files(tmp_path):
-    "500 pairs with the small recipe plan a few dozen updates: an 800-update warmup would never reach the peak rate."
+    "500 pairs with the small recipe plan a few dozen updates: its 600-update warmup would never reach the peak rate."
     import math
     from annotated_transformer.checkpoints import save_checkpoint
     from annotated_transformer.multi30k import RECIPES, training_parts
@@ -260,17 +260,18 @@ def test_the_warmup_fits_a_short_run_on_your_files(tmp_path):
     assert planned < RECIPES["small"].warmup_steps
     assert run.recipe.warmup_steps <= planned / 4, f"warmup {run.recipe.warmup_steps} of {planned} planned updates"
     from annotated_transformer.multi30k import WARMUP_SHARE, fitted_warmup, run_length
-    assert run.recipe.warmup_steps == fitted_warmup(800, planned) == max(1, math.floor(planned * WARMUP_SHARE))
+    assert (run.recipe.warmup_steps == fitted_warmup(RECIPES["small"].warmup_steps, planned)
+            == max(1, math.floor(planned * WARMUP_SHARE)))
     peak = lambda w, scale: scale * model.config.d_model ** -0.5 * w ** -0.5      # §5.3's rate at step = warmup
     test_peak = peak(run.recipe.warmup_steps, run.recipe.lr_scale)
-    assert abs(test_peak / peak(800, RECIPES["small"].lr_scale) - 1) < 1e-9          # the recipe's peak rate, reached sooner
+    assert abs(test_peak / peak(RECIPES["small"].warmup_steps, RECIPES["small"].lr_scale) - 1) < 1e-9          # the recipe's peak rate, reached sooner
     for _ in range(run.recipe.warmup_steps - 1): sched.optimizer.step(); sched.step()
     assert abs(sched.get_last_lr()[0] / test_peak - 1) < 1e-6         # update number `warmup` runs at the recipe's peak rate
     assert run_length(len(loader), run.recipe, max_steps=None, epochs=None)[2] == planned
     logs = []                                                  # the line that says so, with max_steps: the planned updates
     run, _ = prepare(c, recipe_name="small", checkpoint_dir=tmp_path / "run")
     training_parts(run, torch.device("cpu"), max_steps=20, log=logs.append)
-    assert run.recipe.warmup_steps == 5 and any("warmup shortened from 800 to 5 updates" in m and "20 planned" in m
+    assert run.recipe.warmup_steps == 5 and any(f"warmup shortened from {RECIPES['small'].warmup_steps} to 5 updates" in m and "20 planned" in m
                                                  for m in logs), logs
     save_checkpoint(tmp_path / "run" / "step_1.pt", model, extra={     # what `fit_run` records: the fitted recipe
         "task": "multi30k", "recipe_name": "small", "seed": 0, "max_train_pairs": None, "src": "xx", "tgt": "yy",

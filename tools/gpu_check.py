@@ -4,7 +4,7 @@ Steps (each the CLI as a user runs it, `python -m annotated_transformer ...`, wi
 recorded and the next one runs):
   probe           torch, CUDA, cuDNN and NCCL versions, the GPU, where the package is imported from
   install         `pip install -e .` (skipped where the package imports from this tree, or GPU_CHECK_NO_INSTALL=1)
-  train_multi30k  the `base` recipe on Multi30k for --minutes, stopped by SIGTERM (which saves a checkpoint)
+  train_multi30k  the `base` recipe on Multi30k for --minutes of training, stopped by SIGTERM (which saves a checkpoint)
   evaluate_val    validation BLEU of that checkpoint
   train_bf16      a copy-task run under bf16 autocast
   train_fp16      the same under fp16 autocast with a GradScaler (a CPU refuses it: skipped, with the CLI's reason)
@@ -14,8 +14,8 @@ recorded and the next one runs):
   bench_translate `bench --translate` on the device, where the CLI can (else skipped, saying why)
   translate       a timed `translate --model de-en --device D` over test_2016_flickr: sentences/s
 
---dry-run runs the same steps on the CPU with tiny sizes (the `tiny` recipe for 15 s, a few updates, a handful of
-sentences, `bench --quick`), in under two minutes on two cores.
+--dry-run runs the same steps on the CPU with tiny sizes (the `tiny` recipe for 12 s of training, a few updates,
+a handful of sentences, `bench --quick`), in under two minutes on two cores.
 The JSON (OUTDIR/gpu_check_<gpu>.json, or gpu_check_dryrun.json) is rewritten after each step, atomically, so a run
 cut short still leaves what it measured; `complete` says whether every step ran. Exit status: 0 when every step
 passed or was skipped with a reason, 1 when one failed, 2 when the machine or the data is not usable.
@@ -33,7 +33,7 @@ MULTI30K = tuple(f"{split}.{lang}.gz" for split in ("train", "val", "test_2016_f
 class Sizes:
     "What each step runs: one set for a GPU, one for the CPU rehearsal (--dry-run)."
     device: str              # --device of every step
-    minutes: float           # wall minutes of the Multi30k run (process start to SIGTERM), on all 29,000 pairs
+    minutes: float           # wall minutes of the Multi30k run (its "training" line to SIGTERM), all 29,000 pairs
     recipe: str              # its recipe
     val_sentences: int       # sentences of val scored (1,014: all of it)
     copy_preset: str         # the precision steps' model (the copy task's --preset)
@@ -49,7 +49,7 @@ class Sizes:
 GPU = Sizes(device="cuda", minutes=4, recipe="base", val_sentences=1014, copy_preset="base",
             copy_steps=100, ddp_steps=50, bench_quick=False, translate_sentences=1000, budget_s=570, threads=None,
             ct2_compute="float16")
-DRY = Sizes(device="cpu", minutes=0.25, recipe="tiny", val_sentences=16, copy_preset="tiny",
+DRY = Sizes(device="cpu", minutes=0.2, recipe="tiny", val_sentences=16, copy_preset="tiny",
             copy_steps=5, ddp_steps=6, bench_quick=True, translate_sentences=16, budget_s=115, threads=1,
             ct2_compute="int8")
 # seconds, each step at most (and at most what the budget has left)
@@ -123,9 +123,11 @@ class Check:
         return self.steps[name]
 
     def run(self, name: str, argv: list[str], judge, cap: float|None=None, env: dict|None=None,
-            expected_stop: bool=False) -> dict:
+            expected_stop: bool=False, clock_from: str|None=None) -> dict:
         """Run one step under a time cap (SIGTERM at the cap, SIGKILL `GRACE_S` later); `judge(rec, out, err)`
-        adds the parsed outputs to `rec` and returns None when it passed, else why it failed (or ("skipped", why))."""
+        adds the parsed outputs to `rec` and returns None when it passed, else why it failed (or ("skipped", why)).
+        With `clock_from`, the cap counts from the first stderr line that starts with it (a run's "training "
+        line, once its data are ready), so a slow start on a busy machine does not eat the run's minutes."""
         cap = min(cap or CAPS[name], self.left() - (GRACE_S if expected_stop else 0))
         rec = dict(command=shlex.join(argv), status=None, exit_status=None, wall_s=None, cap_s=round(cap, 1),
                    stopped_at_cap=False)
@@ -141,7 +143,8 @@ class Check:
         with open(out_f, "w") as o, open(err_f, "w") as e:
             p = subprocess.Popen(argv, stdout=o, stderr=e, cwd=self.work, env=env or self.env, start_new_session=True)
             try:
-                try: rc = p.wait(timeout=cap)
+                rec["clock_from_s"] = round(_started(p, err_f, clock_from, self.left() - cap - GRACE_S), 2)
+                try: rc = p.wait(timeout=cap + rec["clock_from_s"])
                 except subprocess.TimeoutExpired:
                     rec["stopped_at_cap"] = True
                     rc = _stop(p)
@@ -164,6 +167,15 @@ class Check:
         self.write()
         return rec
 
+
+def _started(p: subprocess.Popen, err_f: Path, prefix: str|None, most: float) -> float:
+    "Seconds until `p` writes a stderr line starting with `prefix` (0 without one), waiting at most `most`."
+    if prefix is None: return 0.0
+    t = time.monotonic()
+    while time.monotonic() - t < most and p.poll() is None:
+        if any(l.startswith(prefix) for l in err_f.read_text(errors="replace").splitlines()): break
+        time.sleep(0.2)
+    return max(0.0, time.monotonic() - t)
 
 def _stop(p: subprocess.Popen) -> int:
     "SIGTERM to the step's process group (a run saves its checkpoint), SIGKILL if it is still there after GRACE_S."
@@ -279,7 +291,7 @@ def install(c: Check):
                  lambda rec, out, err: "pip install -e . failed" if rec["exit_status"] else None)
 
 def train_multi30k(c: Check) -> Path|None:
-    "The recipe on Multi30k for `minutes` of wall time, then SIGTERM: the CLI saves a checkpoint and says where."
+    "The recipe on Multi30k for `minutes` of training (data ready to SIGTERM): the CLI saves a checkpoint, says where."
     s, ck_dir = c.sizes, c.work / "train_multi30k"
     argv = c.at("train", "--recipe", s.recipe, "--device", s.device, "--checkpoint-dir", ck_dir, "--json")
     found = {}
@@ -298,7 +310,7 @@ def train_multi30k(c: Check) -> Path|None:
         if rec["stopped_at_cap"] and stop: return None          # stopped by SIGTERM as planned, checkpoint saved
         return ("stopped at the time limit before its first checkpoint" if rec["stopped_at_cap"]
                 else f"exit status {rec['exit_status']}")
-    c.run("train_multi30k", argv, judge, cap=s.minutes * 60, expected_stop=True)
+    c.run("train_multi30k", argv, judge, cap=s.minutes * 60, expected_stop=True, clock_from="training ")
     return found.get("ck")
 
 def _history(path: Path) -> dict:
@@ -415,7 +427,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tools/gpu_check.sh", description=__doc__.split("\n")[0])
     p.add_argument("outdir", nargs="?", default=str(REPO / "nbs" / "results"), help="where the JSON goes")
     p.add_argument("--dry-run", action="store_true", help="the same steps on the CPU, tiny sizes (under 2 minutes)")
-    p.add_argument("--minutes", type=float, help=f"wall minutes of the Multi30k run (default {GPU.minutes}; "
+    p.add_argument("--minutes", type=float, help=f"minutes the Multi30k run trains (default {GPU.minutes}; "
                                                  f"--dry-run {DRY.minutes})")
     p.add_argument("--budget", type=float, help=f"seconds for the whole check; later steps get what is left "
                                                 f"(default {GPU.budget_s:.0f}; --dry-run {DRY.budget_s:.0f})")

@@ -1,0 +1,176 @@
+"""Time to quality: validation BLEU against wall-clock minutes for a `train` run (chapter 16's curves).
+
+  run    start `annotated-transformer train ARGS` (pinned to --cpu, --threads torch threads), keep every checkpoint
+         it writes (a hard link, before the run prunes it) with the second it appeared, and stop it with SIGTERM
+         after --minutes (a run that ends sooner ends by itself, its final scores in its --json output);
+  score  score the checkpoint each --every minutes held: val, beam 4, α 0.6 (chapter 14's search), sacreBLEU,
+         through `annotated-transformer evaluate`, pinned and threaded as asked, and the last checkpoint;
+  save   write the curve to a JSON of nbs/results/ (machine, CPU capability, date, the commands).
+
+A run's folder (--work, default /tmp/ttq/NAME) holds the run's checkpoints, kept/ (every checkpoint, linked),
+times.json (checkpoint -> seconds since the start), train.log, train.json and scores.json. Scoring a run that is still
+training is allowed: its checkpoints are final once they appear.
+
+Usage:
+  python tools/time_to_quality.py run NAME --minutes 30 [--cpu 0] [--threads 1] -- --precision bf16 --seed 0
+  python tools/time_to_quality.py score NAME [--every 3] [--cpu 0] [--threads 1]
+  python tools/time_to_quality.py save NAME nbs/results/ttq_NAME.json --what "..." --label "..." """
+import argparse, json, os, shlex, signal, subprocess, sys, time
+from pathlib import Path
+
+WORK = Path(os.environ.get("TTQ_WORK", "/tmp/ttq"))
+EXE = Path(sys.executable).parent / "annotated-transformer"
+
+
+def thread_env(threads: int|None) -> dict:
+    "OMP/MKL threads for a child (None: torch's default)."
+    return {} if threads is None else {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+def pinned(cpu: int|None):
+    "A child's preexec: SIGINT at its default, pinned to one CPU if asked."
+    def setup():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if cpu is not None: os.sched_setaffinity(0, {cpu})
+    return setup
+
+def machine(command: str, threads: int|None) -> dict:
+    "The command, date and machine (CPU, vendor, capability, bf16, the run's torch threads): `machine_record`'s."
+    from annotated_transformer.benchmarking import machine_record
+    rec = machine_record(command)
+    if threads is not None: rec["hardware"]["torch_threads"] = threads
+    return rec
+
+def atomic_json(path: Path, obj):
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def cmd_run(a):
+    d = Path(a.work or WORK / a.name)
+    d.mkdir(parents=True, exist_ok=True)
+    ck, kept = d / "ckpt", d / "kept"
+    kept.mkdir(exist_ok=True)
+    argv = [str(EXE), "train", "--device", "cpu", "--checkpoint-dir", str(ck), "--json", *a.train_args]
+    env = {**os.environ, **thread_env(a.threads), "PYTHONUNBUFFERED": "1"}
+    command = " ".join(f"{k}={v}" for k, v in thread_env(a.threads).items()) + " " + shlex.join(argv)
+    if a.cpu is not None: command = f"taskset -c {a.cpu} {command}"
+    print("+", command, flush=True)
+    times, t0 = {}, time.time()
+    info = {"name": a.name, **machine(command.strip(), a.threads), "minutes": a.minutes, "threads": a.threads,
+            "cpu": a.cpu}
+    with open(d / "train.json", "w") as out, open(d / "train.log", "w") as err:
+        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env, preexec_fn=pinned(a.cpu))
+        stop = None
+        while p.poll() is None:
+            for f in sorted(ck.glob("step_*.pt")) + sorted(ck.glob("averaged.pt")):
+                if f.name not in times:
+                    times[f.name] = round(time.time() - t0, 1)
+                    try: os.link(f, kept / f.name)
+                    except FileExistsError: pass
+                    except FileNotFoundError: times.pop(f.name)        # pruned before we saw it settle
+                    atomic_json(d / "times.json", times)
+            if stop is None and time.time() - t0 > a.minutes * 60:
+                stop = {"signal": "SIGTERM", "sent_at_s": round(time.time() - t0, 1)}
+                p.send_signal(signal.SIGTERM)
+            time.sleep(2)
+    wall = time.time() - t0
+    for f in sorted(ck.glob("step_*.pt")) + sorted(ck.glob("averaged.pt")):   # the last ones, written at the end
+        if f.name not in times:
+            times[f.name] = round(wall, 1)
+            try: os.link(f, kept / f.name)
+            except FileExistsError: pass
+    atomic_json(d / "times.json", times)
+    info.update(rc=p.returncode, wall_s=round(wall, 1), stop=stop, ended_by_itself=stop is None)
+    try: info["result"] = json.loads((d / "train.json").read_text().strip().splitlines()[-1])
+    except (ValueError, IndexError): info["result"] = None
+    atomic_json(d / "run.json", info)
+    print(f"{a.name}: rc {p.returncode}, {wall / 60:.1f} min, {len(times)} checkpoints kept", flush=True)
+
+
+def evaluate(path: Path, out: Path, cpu, threads, split="val") -> dict:
+    "val BLEU of one checkpoint: beam 4, α 0.6 (the book's search), through the command line."
+    argv = [str(EXE), "evaluate", "--checkpoint", str(path), "--split", split, "--beam-size", "4",
+            "--length-penalty", "0.6", "--device", "cpu", "--output", str(out), "--json"]
+    t = time.time()
+    r = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **thread_env(threads)},
+                       preexec_fn=pinned(cpu))
+    if r.returncode: raise SystemExit(f"{shlex.join(argv)} failed:\n{r.stderr[-2000:]}")
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    row = res["scores"][0] if "scores" in res else res
+    return {"bleu": round(row["bleu"], 2), "decode_s": round(time.time() - t, 1), "command": shlex.join(argv)}
+
+def cmd_score(a):
+    d = Path(a.work or WORK / a.name)
+    times = json.loads((d / "times.json").read_text())
+    scores_f = d / "scores.json"
+    scores = json.loads(scores_f.read_text()) if scores_f.exists() else {}
+    steps = sorted(((t, n) for n, t in times.items() if n.startswith("step_")), key=lambda x: x[0])
+    marks, m = [], a.every
+    while steps and m * 60 <= steps[-1][0] + a.every * 60:
+        held = [n for t, n in steps if t <= m * 60]
+        if held and held[-1] not in marks: marks.append(held[-1])
+        m += a.every
+    if steps and steps[-1][1] not in marks: marks.append(steps[-1][1])
+    for n in marks:
+        if n in scores: continue
+        s = evaluate(d / "kept" / n, d / f"hyps.{n}.txt", a.cpu, a.threads)
+        scores[n] = {"minutes": round(times[n] / 60, 2), **s}
+        print(f"{a.name}: {n} at {times[n] / 60:.1f} min: val BLEU {s['bleu']} ({s['decode_s']} s)", flush=True)
+        atomic_json(scores_f, scores)
+
+
+def cmd_save(a):
+    d = Path(a.work or WORK / a.name)
+    run, scores = json.loads((d / "run.json").read_text()), json.loads((d / "scores.json").read_text())
+    pts = [{"checkpoint": n, "step": int(n[5:-3]), **{k: v for k, v in s.items() if k != "command"}}
+           for n, s in sorted(scores.items(), key=lambda x: x[1]["minutes"])]
+    res = run.get("result") or {}
+    argv = shlex.split(run["command"])
+    flag = lambda f, default: argv[argv.index(f) + 1] if f in argv else default
+    src = flag("--src", "de")
+    tgt = flag("--tgt", {"de": "en", "en": "de"}.get(src))
+    given = argv[argv.index("--json") + 1:]                       # the arguments after the tool's "--"
+    pin = (f" --cpu {run['cpu']}" if run["cpu"] is not None else "") + (
+        f" --threads {run['threads']}" if run["threads"] else "")
+    how = [f"python tools/time_to_quality.py run {a.name} --minutes {run['minutes']:g}{pin} -- {shlex.join(given)}",
+           f"python tools/time_to_quality.py score {a.name}{pin}",
+           f"python tools/time_to_quality.py save {a.name} {a.output} --what ... --label ..."]
+    out = {"what": a.what, "label": a.label, "direction": f"{src}-{tgt}", "name": a.name, "how": how,
+           "command": run["command"], "date": run["date"], "hardware": run["hardware"],
+           "score_command": "annotated-transformer evaluate --checkpoint CKPT --split val --beam-size 4 "
+                            "--length-penalty 0.6 --device cpu",
+           "threads": run["hardware"]["torch_threads"], "wall_s": run["wall_s"],
+           "ended_by_itself": run["ended_by_itself"], "points": pts,
+           "final": {k: res.get(k) for k in ("updates", "epochs", "train_time_s", "total_time_s", "precision",
+                                              "selected", "val_bleu", "val_bleu_averaged", "val_bleu_last",
+                                              "test_2016_flickr_bleu", "recipe") if k in res} or None}
+    atomic_json(Path(a.output), out)
+    print(f"wrote {a.output}: {len(pts)} points")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("name")
+    r.add_argument("--minutes", type=float, required=True)
+    s = sub.add_parser("score")
+    s.add_argument("name")
+    s.add_argument("--every", type=float, default=3, help="minutes between scored checkpoints (default 3)")
+    v = sub.add_parser("save")
+    v.add_argument("name")
+    v.add_argument("output")
+    v.add_argument("--what", required=True, help="what the run is, a sentence")
+    v.add_argument("--label", required=True, help="its name on the plot")
+    for x in (r, s, v): x.add_argument("--work", default=None, help=f"the run's folder (default {WORK}/NAME)")
+    for x in (r, s):
+        x.add_argument("--cpu", type=int, default=None, help="pin to this CPU")
+        x.add_argument("--threads", type=int, default=None, help="torch threads (default torch's)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)     # after "--": the arguments of `train`
+    a = p.parse_args(argv[:cut])
+    a.train_args = argv[cut + 1:]
+    {"run": cmd_run, "score": cmd_score, "save": cmd_save}[a.cmd](a)
+
+if __name__ == "__main__": main()
