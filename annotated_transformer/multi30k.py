@@ -56,9 +56,8 @@ class Multi30kRecipe:
     label_smoothing: float = 0.1  # ε_ls (§5.4)
     clip_grad: float|None = None  # gradient-norm clipping (not in the paper)
     cooldown: float = 0.0         # the last share of the planned updates: the rate falls to 0 (not in §5.3)
-    # training precision, fp32 or bf16 (chapter 11's autocast); see `run_precision`
-    precision: str = FitOptions.precision
-    epochs: int = 7               # passes over the training data (`small` runs 14)
+    precision: str = FitOptions.precision  # fp32 or bf16, chapter 11's autocast (see `run_precision`)
+    epochs: int = 7               # passes over the training data (`small-long` runs 14)
     save_every: int = 100         # updates between checkpoints
     average: int = 5              # average the last this-many checkpoints (§6.1)
     # the final evaluation's search (§6.1, chapter 14's: K = 4, α = 0.6)
