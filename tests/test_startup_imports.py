@@ -21,7 +21,9 @@ PLOTS_AND_BENCHES = ("matplotlib", "annotated_transformer.benchmarking", "annota
                      "annotated_transformer.speed_levers")
 OTHER_COMMANDS = ("annotated_transformer.cli_train", "annotated_transformer.cli_lab", "annotated_transformer.cli_tools",
                   "annotated_transformer.training", "annotated_transformer.multi30k", "annotated_transformer.copy_task",
-                  "annotated_transformer.model_variations", "annotated_transformer.exercises")
+                  "annotated_transformer.model_variations", "annotated_transformer.exercises",
+                  "annotated_transformer.exercises_model", "annotated_transformer.exercises_training",
+                  "annotated_transformer.exercises_translation")
 
 
 def run(*argv) -> dict:

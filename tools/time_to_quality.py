@@ -13,12 +13,15 @@ training is allowed: its checkpoints are final once they appear.
 
 Usage:
   python tools/time_to_quality.py run NAME --minutes 30 [--cpu 0] [--threads 1] -- --precision bf16 --seed 0
+  python tools/time_to_quality.py run NAME --minutes 40 --as-typed -- --seed 0   (the README's command, empty folder)
   python tools/time_to_quality.py score NAME [--every 3] [--cpu 0] [--threads 1]
   python tools/time_to_quality.py save NAME nbs/results/ttq_NAME.json --what "..." --label "..." """
 import argparse, json, os, shlex, signal, subprocess, sys, time
 from pathlib import Path
 
 WORK = Path(os.environ.get("TTQ_WORK", "/tmp/ttq"))
+# the instruction-set caps of ATen, oneDNN and MKL: a run made under them records them
+CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 EXE = Path(sys.executable).parent / "annotated-transformer"
 
 
@@ -52,18 +55,28 @@ def cmd_run(a):
     ck, kept = d / "ckpt", d / "kept"
     kept.mkdir(exist_ok=True)
     argv = [str(EXE), "train", "--device", "cpu", "--checkpoint-dir", str(ck), "--json", *a.train_args]
+    cwd = None
+    if a.as_typed:          # the README's command, in an empty folder: its own checkpoint folder, its own output
+        cwd = d / "cwd"
+        if cwd.exists() and any(cwd.iterdir()): raise SystemExit(f"{cwd} is not empty")
+        cwd.mkdir(exist_ok=True)
+        argv = ["annotated-transformer", "train", *a.train_args]
+    found = lambda pattern: (sorted(ck.glob(pattern)) if cwd is None
+                             else sorted(cwd.glob(f"checkpoints/*/{pattern}")))
     env = {**os.environ, **thread_env(a.threads), "PYTHONUNBUFFERED": "1"}
     command = " ".join(f"{k}={v}" for k, v in thread_env(a.threads).items()) + " " + shlex.join(argv)
     if a.cpu is not None: command = f"taskset -c {a.cpu} {command}"
     print("+", command, flush=True)
     times, t0 = {}, time.time()
     info = {"name": a.name, **machine(command.strip(), a.threads), "minutes": a.minutes, "threads": a.threads,
-            "cpu": a.cpu}
+            "cpu": a.cpu, "as_typed": a.as_typed, "env": {k: os.environ[k] for k in CAPS if k in os.environ}}
+    if cwd is not None: info["cwd"] = "an empty folder"
+    env["PATH"] = f"{EXE.parent}{os.pathsep}{env.get('PATH', '')}"
     with open(d / "train.json", "w") as out, open(d / "train.log", "w") as err:
-        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env, preexec_fn=pinned(a.cpu))
+        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env, preexec_fn=pinned(a.cpu), cwd=cwd)
         stop = None
         while p.poll() is None:
-            for f in sorted(ck.glob("step_*.pt")) + sorted(ck.glob("averaged.pt")):
+            for f in found("step_*.pt") + found("averaged.pt"):
                 if f.name not in times:
                     times[f.name] = round(time.time() - t0, 1)
                     try: os.link(f, kept / f.name)
@@ -75,18 +88,33 @@ def cmd_run(a):
                 p.send_signal(signal.SIGTERM)
             time.sleep(2)
     wall = time.time() - t0
-    for f in sorted(ck.glob("step_*.pt")) + sorted(ck.glob("averaged.pt")):   # the last ones, written at the end
+    for f in found("step_*.pt") + found("averaged.pt"):   # the last ones, written at the end
         if f.name not in times:
             times[f.name] = round(wall, 1)
             try: os.link(f, kept / f.name)
             except FileExistsError: pass
     atomic_json(d / "times.json", times)
     info.update(rc=p.returncode, wall_s=round(wall, 1), stop=stop, ended_by_itself=stop is None)
-    try: info["result"] = json.loads((d / "train.json").read_text().strip().splitlines()[-1])
+    text = (d / "train.json").read_text()
+    try: info["result"] = printed_result(text) if cwd is not None else json.loads(text.strip().splitlines()[-1])
     except (ValueError, IndexError): info["result"] = None
     atomic_json(d / "run.json", info)
     print(f"{a.name}: rc {p.returncode}, {wall / 60:.1f} min, {len(times)} checkpoints kept", flush=True)
 
+
+def printed_result(text: str) -> dict:
+    "The numbers a `train` run without --json prints at its end (`_print_multi30k`'s lines)."
+    import re
+    head = re.search(r"trained \S+: ([\d,]+) updates \((\d+) epochs?\) of the (\S+) recipe in ([\d.]+) min", text)
+    if head is None: return None                            # stopped before its end: nothing printed
+    pick = re.search(r"of the last checkpoint ([\d.]+): keeping the (\w+) model", text)
+    avg = re.search(r"val BLEU of the average of \d+ checkpoints ([\d.]+)", text)
+    rows = dict(re.findall(r"^\| (\w+) \| [\d,]+ \| ([\d.]+) \|", text, re.M))
+    return {"updates": int(head[1].replace(",", "")), "epochs": int(head[2]), "recipe_name": head[3],
+            "train_time_s": round(float(head[4]) * 60, 1), "selected": pick and pick[2],
+            "val_bleu_averaged": avg and float(avg[1]), "val_bleu_last": pick and float(pick[1]),
+            "val_bleu": float(rows["val"]) if "val" in rows else None,
+            **{f"{k}_bleu": float(v) for k, v in rows.items() if k != "val"}}
 
 def evaluate(path: Path, out: Path, cpu, threads, split="val") -> dict:
     "val BLEU of one checkpoint: beam 4, α 0.6 (the book's search), through the command line."
@@ -122,7 +150,8 @@ def cmd_score(a):
 
 def cmd_save(a):
     d = Path(a.work or WORK / a.name)
-    run, scores = json.loads((d / "run.json").read_text()), json.loads((d / "scores.json").read_text())
+    run = json.loads((d / "run.json").read_text())
+    scores = json.loads((d / "scores.json").read_text()) if (d / "scores.json").exists() else {}   # a probe: none
     pts = [{"checkpoint": n, "step": int(n[5:-3]), **{k: v for k, v in s.items() if k != "command"}}
            for n, s in sorted(scores.items(), key=lambda x: x[1]["minutes"])]
     res = run.get("result") or {}
@@ -130,10 +159,12 @@ def cmd_save(a):
     flag = lambda f, default: argv[argv.index(f) + 1] if f in argv else default
     src = flag("--src", "de")
     tgt = flag("--tgt", {"de": "en", "en": "de"}.get(src))
-    given = argv[argv.index("--json") + 1:]                       # the arguments after the tool's "--"
+    typed = run.get("as_typed")
+    given = argv[argv.index("train") + 1:] if typed else argv[argv.index("--json") + 1:]   # after the tool's "--"
     pin = (f" --cpu {run['cpu']}" if run["cpu"] is not None else "") + (
         f" --threads {run['threads']}" if run["threads"] else "")
-    how = [f"python tools/time_to_quality.py run {a.name} --minutes {run['minutes']:g}{pin} -- {shlex.join(given)}",
+    how = [f"python tools/time_to_quality.py run {a.name} --minutes {run['minutes']:g}{pin}"
+           f"{' --as-typed' if typed else ''} -- {shlex.join(given)}".rstrip(),
            f"python tools/time_to_quality.py score {a.name}{pin}",
            f"python tools/time_to_quality.py save {a.name} {a.output} --what ... --label ..."]
     out = {"what": a.what, "label": a.label, "direction": f"{src}-{tgt}", "name": a.name, "how": how,
@@ -142,9 +173,12 @@ def cmd_save(a):
                             "--length-penalty 0.6 --device cpu",
            "threads": run["hardware"]["torch_threads"], "wall_s": run["wall_s"],
            "ended_by_itself": run["ended_by_itself"], "points": pts,
+           "checkpoint_s": json.loads((d / "times.json").read_text()),     # each checkpoint's second since the start
+           "env": run.get("env", {}),
            "final": {k: res.get(k) for k in ("updates", "epochs", "train_time_s", "total_time_s", "precision",
                                               "selected", "val_bleu", "val_bleu_averaged", "val_bleu_last",
-                                              "test_2016_flickr_bleu", "recipe") if k in res} or None}
+                                              "test_2016_flickr_bleu", "recipe", "recipe_name") if k in res} or None}
+    if typed: out["as_typed"] = "annotated-transformer train as the README types it, in an empty folder"
     atomic_json(Path(a.output), out)
     print(f"wrote {a.output}: {len(pts)} points")
 
@@ -155,6 +189,8 @@ def main(argv=None):
     r = sub.add_parser("run")
     r.add_argument("name")
     r.add_argument("--minutes", type=float, required=True)
+    r.add_argument("--as-typed", action="store_true",
+                   help="run `annotated-transformer train ARGS` as the README types it, in an empty folder")
     s = sub.add_parser("score")
     s.add_argument("name")
     s.add_argument("--every", type=float, default=3, help="minutes between scored checkpoints (default 3)")
