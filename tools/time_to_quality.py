@@ -16,7 +16,7 @@ Usage:
   python tools/time_to_quality.py run NAME --minutes 40 --as-typed -- --seed 0   (the README's command, empty folder)
   python tools/time_to_quality.py score NAME [--every 3] [--cpu 0] [--threads 1]
   python tools/time_to_quality.py save NAME nbs/results/ttq_NAME.json --what "..." --label "..." """
-import argparse, json, os, shlex, signal, subprocess, sys, time
+import argparse, json, os, re, shlex, signal, subprocess, sys, time
 from pathlib import Path
 
 WORK = Path(os.environ.get("TTQ_WORK", "/tmp/ttq"))
@@ -102,9 +102,8 @@ def cmd_run(a):
     print(f"{a.name}: rc {p.returncode}, {wall / 60:.1f} min, {len(times)} checkpoints kept", flush=True)
 
 
-def printed_result(text: str) -> dict:
-    "The numbers a `train` run without --json prints at its end (`_print_multi30k`'s lines)."
-    import re
+def printed_result(text: str) -> dict|None:
+    "The numbers a `train` run without --json prints at its end (`_print_multi30k`'s lines); None if it stopped first."
     head = re.search(r"trained \S+: ([\d,]+) updates \((\d+) epochs?\) of the (\S+) recipe in ([\d.]+) min", text)
     if head is None: return None                            # stopped before its end: nothing printed
     pick = re.search(r"of the last checkpoint ([\d.]+): keeping the (\w+) model", text)
