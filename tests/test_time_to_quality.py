@@ -1,0 +1,28 @@
+"""tools/time_to_quality.py reads a run typed as the README has it from what `train` prints: its parser against the
+printer itself, so a change to one shows here."""
+import contextlib, io, sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from time_to_quality import printed_result                          # noqa: E402
+from annotated_transformer.cli_train import _print_multi30k         # the lines a run without --json prints
+
+
+def test_the_printed_scores_are_read_back():
+    rows = [{"set": s, "sentences": n, "bleu": b, "chrf": 60.0, "bleu_signature": "b", "chrf_signature": "c"}
+            for s, n, b in (("val", 1014, 41.58), ("test_2016_flickr", 1000, 41.07), ("tatoeba", 2196, 4.15))]
+    res = {"epochs": 9, "src": "de", "tgt": "en", "updates": 2214, "recipe_name": "small", "train_time_s": 1326,
+           "hardware": "cpu", "resumed_at": 0, "updates_this_part": 2214, "train_loss_start": 7.7,
+           "train_loss_end": 1.0, "checkpoint": "c/step_00002214.pt", "history": ["c/history.csv"],
+           "averaged": ["a", "b"], "val_bleu_averaged": 41.46, "val_bleu_last": 41.58, "selected": "last",
+           "recipe": {"beam_size": 4, "length_penalty": 0.6}, "scores": rows}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): _print_multi30k(res)
+    got = printed_result(out.getvalue())
+    assert got == {"updates": 2214, "epochs": 9, "recipe_name": "small", "train_time_s": 1326.0, "selected": "last",
+                   "val_bleu_averaged": 41.46, "val_bleu_last": 41.58, "val_bleu": 41.58,
+                   "test_2016_flickr_bleu": 41.07, "tatoeba_bleu": 4.15}, got
+
+
+def test_a_stopped_run_has_no_result():
+    assert printed_result("annotated-transformer train: stopped by SIGTERM after update 375; saved ...") is None
