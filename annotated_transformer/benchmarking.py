@@ -463,7 +463,8 @@ def result_machine(r: dict) -> str:
     if isinstance(hw, str): return hw                                   # a file that kept one line
     if hw:
         n = hw.get("torch_threads")
-        return (f"{hw['cpu'] or 'CPU'}, {hw['capability']}, bf16 {hw['bf16']}"
+        model = f" ({hw['cpu_model']})" if hw.get("cpu_model") else ""    # where the file has it
+        return (f"{hw['cpu'] or 'CPU'}{model}, {hw['capability']}, bf16 {hw['bf16']}"
                 + (f", {n} thread{'s' * (n != 1)}" if n else ""))
     return f"{r['cpu']}, {r['cpu_capability']}, bf16 {r['bf16']}, {r['cpu_count']} cores"
 

@@ -60,7 +60,7 @@ def _float_below(s: str, high: float, closed: bool, why: str) -> float:
     return v
 
 def positive_float(s: str) -> float:
-    "argparse type: a finite float > 0 (a learning-rate factor, a gradient-norm bound)."
+    "argparse type: a finite float > 0 (a learning-rate factor)."
     if (v := non_negative_float(s)) == 0: raise argparse.ArgumentTypeError(f"{v} must be more than 0")
     return v
 
@@ -115,8 +115,7 @@ class Options:
 _TYPES = {"int": positive_int, "float": non_negative_float}
 # fields whose range is narrower than their type's
 _FIELD_TYPES = {"length_penalty": length_penalty_arg, "label_smoothing": probability_arg,
-                "dropout": probability_arg, "cooldown": share_arg, "lr_scale": positive_float,
-                "clip_grad": positive_float}
+                "dropout": probability_arg, "cooldown": share_arg, "lr_scale": positive_float}
 
 @functools.cache
 # parsed once per source, not once per flag

@@ -32,6 +32,10 @@ __all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'SUBCOMMANDS', 'add_train
 RECIPE_FLAGS = ("save_every", "batch_tokens", "accum_steps", "warmup_steps", "lr_scale",
                 "label_smoothing", "dropout", "clip_grad", "cooldown")
 
+def _flags_set(values: dict) -> dict:
+    "The recipe fields the flags set ({field: value}; None: not given); `--clip-grad 0` means no clipping."
+    return {k: None if k == "clip_grad" and v == 0 else v for k, v in values.items() if v is not None}
+
 # %% ../nbs/96_cli_train.ipynb #2e997aa1
 def add_train(sub, help: str):
     "`train`: what to learn, from which data, with which recipe, how long, where checkpoints go."
@@ -156,8 +160,7 @@ def train_multi30k_command(args) -> int:
     d = args.checkpoint_dir or _default_checkpoint_dir(args, args.recipe_name, files, exists=False)
     # flag-worded refusals before any work
     if d is not None: _open_run_dir(d, args.resume, vocab_file)
-    overrides = {k: getattr(args, k) for k in (*RECIPE_FLAGS, "beam_size")
-                 if getattr(args, k) is not None}
+    overrides = _flags_set({k: getattr(args, k) for k in (*RECIPE_FLAGS, "beam_size")})
     if args.vocab in ("bpe", "word"): overrides["vocab"] = args.vocab          # the kind to build
     run = {k: getattr(args, k) for k in RUN_FLAGS}
     # the lab's fast twins and fast search (chapters 22, 23): the same parameters, the same ids
@@ -215,7 +218,7 @@ def train_copy_command(args) -> int:
               lr_scale=args.lr_scale, label_smoothing=args.label_smoothing, dropout=args.dropout,
               clip_grad=args.clip_grad, n_train=args.max_train_pairs)
     # flags not given: the recipe's defaults
-    recipe = CopyRecipe(seed=seed, **{k: v for k, v in kw.items() if v is not None})
+    recipe = CopyRecipe(seed=seed, **_flags_set(kw))
     with distributed_session(args.device if args.device else "cpu") as ctx:
         t0 = time.perf_counter()
         options = replace(COPY_FIT, max_steps=max_steps, epochs=args.epochs,

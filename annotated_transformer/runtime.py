@@ -106,14 +106,22 @@ _BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512
               "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2",
               "DEFAULT", "ALL"}
 
-def _cpu_flags() -> set[str]:
-    "The CPU feature flags from /proc/cpuinfo (empty where there is none)."
+def _cpuinfo() -> dict[str, str]:
+    "The first processor's fields in /proc/cpuinfo (empty where there is none)."
+    info = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith(("flags", "Features")): return set(line.split(":", 1)[1].split())
+                if not line.strip(): break      # the first processor ends at a blank line
+                k, _, v = line.partition(":")
+                info.setdefault(k.strip(), v.strip())
     except OSError: pass
-    return set()
+    return info
+
+def _cpu_flags() -> set[str]:
+    "The CPU feature flags from /proc/cpuinfo (x86 `flags`, Arm `Features`; empty where there is none)."
+    info = _cpuinfo()
+    return set((info.get("flags") or info.get("Features") or "").split())
 
 def bf16_native() -> bool:
     "Whether this CPU computes bfloat16 in hardware (x86: AVX512-BF16 or AMX-BF16; Arm: bf16)."
@@ -210,19 +218,22 @@ def plural(n: int,              # how many
 # %% ../nbs/90_runtime.ipynb #72ff8acb
 def _cpu_name() -> str:
     "The CPU's model name (from /proc/cpuinfo where there is one)."
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
-        if name: return name
-    except OSError: pass
-    return platform.processor() or platform.machine()
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+def _cpu_model() -> str|None:
+    "Which generation the name stands for, e.g. 'family 6 model 207 stepping 2' (x86; else None)."
+    info = _cpuinfo()
+    return " ".join(f"{k.removeprefix('cpu ')} {info[k]}" for k in ("cpu family", "model", "stepping")
+                    if k in info) or None
 
 def hardware_summary(device=None,         # "cpu", "cuda:0", …; default "cpu"
                      as_dict: bool=False, # the facts as a dict (for JSON) instead of one line
                     ) -> str|dict:
     "Where a figure was measured: CPU, PyTorch's kernel capability, bf16 native?, threads, GPU."
     dev, flags = torch.device(device or "cpu"), _cpu_flags()
-    facts = {"device": str(dev), "cpu": _cpu_name(), "logical_cpus": os.cpu_count(),
+    # cpu_model tells apart the CPUs of one name (a cloud's "Intel Xeon Processor" of two generations)
+    facts = {"device": str(dev), "cpu": _cpu_name(), "cpu_model": _cpu_model(),
+             "logical_cpus": os.cpu_count(),
              "torch_threads": torch.get_num_threads(),
              "capability": torch.backends.cpu.get_cpu_capability(),
              "bf16": "native" if bf16_native() else "emulated",
