@@ -106,8 +106,9 @@ _BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512
               "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2",
               "DEFAULT", "ALL"}
 
+@functools.cache    # read once a process: the name, generation and flags all come from it
 def _cpuinfo() -> dict[str, str]:
-    "The first processor's fields in /proc/cpuinfo (empty where there is none)."
+    "The first processor's fields in /proc/cpuinfo (empty where there is none); one dict, not to be changed."
     info = {}
     try:
         with open("/proc/cpuinfo") as f:
