@@ -215,8 +215,9 @@ class RecipeMismatch(ValueError):
                  name=lambda field: None, # a field's name for the reader (its flag); None: `field=value`
                 ) -> str:
         "The message, with each field as `name` calls it."
-        say = lambda k, v: f"{name(k)} {v}" if name(k) else f"{k}={v!r}"
-        vs = lambda k, v: f"{v}" if name(k) else f"{v!r}"
+        flag = lambda v: "none" if v is None else f"{v}"   # a flag's value: None is none
+        say = lambda k, v: f"{name(k)} {flag(v)}" if name(k) else f"{k}={v!r}"
+        vs = lambda k, v: flag(v) if name(k) else f"{v!r}"
         return (f"{self.where} was trained with another recipe: "
                 + "; ".join(f"{say(k, a)} in the checkpoint vs {vs(k, b)} here" for k, a, b in self.diffs)
                 + self.note)

@@ -128,16 +128,18 @@ RESUME_MAY_CHANGE = ("epochs", "save_every", "average", "beam_size", "length_pen
 RUN_KEYS = ("recipe_name", "seed", "max_train_pairs")  # the run settings a checkpoint's extra keeps
 
 def resumed_recipe(extra: dict,  # the checkpoint's extra: recipe, vocab and the RUN_KEYS
-                   asked: dict,  # RUN_KEYS and recipe fields the caller asks for; None: not asked
+                   asked: dict,  # RUN_KEYS (None: not asked) and the recipe fields asked for
                    where,        # the checkpoint, named in errors
                   ) -> tuple[Multi30kRecipe, dict]: # the recipe to continue; the run's RUN_KEYS
     "The checkpoint's recipe, `asked` applied where it may change; another change: RecipeMismatch."
+    # a recipe field present is asked, None too (clip_grad=None: no clipping)
     if "recipe" not in extra or "vocab" not in extra:
         raise ValueError(f"{where} is not a Multi30k checkpoint (no recipe/vocabulary in extra)")
     run = {k: extra[k] for k in RUN_KEYS if k in extra}
     have = {**run, **extra["recipe"]}
     diffs = [(k, have[k], v) for k, v in asked.items()
-             if v is not None and k not in RESUME_MAY_CHANGE and k in have and v != have[k]]
+             if (v is not None or k not in RUN_KEYS) and k not in RESUME_MAY_CHANGE
+             and k in have and v != have[k]]
     if diffs: raise RecipeMismatch(where, diffs)
     applied = {k: v for k, v in asked.items() if k in RESUME_MAY_CHANGE and v is not None}
     recipe = Multi30kRecipe.from_dict({**extra["recipe"], **applied})

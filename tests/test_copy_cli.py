@@ -88,7 +88,7 @@ SMALL = ["train", "--task", "copy", "--max-train-pairs", "300", "--batch-tokens"
     ("--lr-scale", "0.5", "0.3 in the checkpoint vs 0.5 here"), ("--warmup-steps", "8", "7 in the checkpoint vs 8 here"),
     ("--batch-tokens", "250", "200 in the checkpoint vs 250 here"),
     ("--label-smoothing", "0.1", "0.05 in the checkpoint vs 0.1 here"), ("--clip-grad", "1", "2.0 in the checkpoint vs 1.0 here"),
-    ("--clip-grad", "0", "2.0 in the checkpoint vs None here"),   # 0: no clipping
+    ("--clip-grad", "0", "2.0 in the checkpoint vs none here"),   # 0: no clipping
     ("--max-train-pairs", "301", "300 in the checkpoint vs 301 here"), ("--seed", "1", "0 in the checkpoint vs 1 here"),
     ("--accum-steps", "2", "1 in the checkpoint vs 2 here")])
 def test_resume_with_another_recipe_is_refused(tmp_path, capsys, flag, value, says):

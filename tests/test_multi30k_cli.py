@@ -170,6 +170,7 @@ def test_average_and_refusals(trained, tmp_path, offline):
     (["--warmup-steps", "50"], "--warmup-steps 200 in the checkpoint vs 50 here"),
     (["--recipe", "small", "--seed", "0"], "--recipe tiny in the checkpoint vs small here"),
     (["--seed", "7", "--lr-scale", "2"], "--seed 0 in the checkpoint vs 7 here; --lr-scale 0.5 in the checkpoint vs 2.0 here"),
+    (["--clip-grad", "1"], "--clip-grad none in the checkpoint vs 1.0 here"),   # tiny does not clip
 ])
 def test_resume_refuses_a_different_recipe(trained, offline, flags, says):
     "--resume keeps the run's recipe: asking for another value is refused, naming every flag and both values."

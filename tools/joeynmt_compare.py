@@ -56,7 +56,7 @@ What JoeyNMT cannot express, and what is patched after it loads its model (`DECO
   (ours: K live beams, the exact stopping bound); it never generates <s> or <pad>;
 * min_output_length 0 (its default 1 forbids </s> first; ours allows it).
 """
-import argparse, gzip, json, os, platform, re, shlex, signal, subprocess, sys, time
+import argparse, gzip, json, os, re, shlex, signal, subprocess, sys, time
 from datetime import datetime
 from pathlib import Path
 
@@ -109,20 +109,19 @@ for m in ("joeynmt", "sentencepiece", "sacrebleu", "annotated_transformer", "tok
 print(json.dumps(info))
 """
 
-def cpu_vendor() -> str:
-    "vendor_id and model name from /proc/cpuinfo."
-    info = {}
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        k, _, v = line.partition(":")
-        info.setdefault(k.strip(), v.strip())
-    return f"{info.get('vendor_id', platform.processor())} / {info.get('model name', '?')}"
+def vendor_and_cpu() -> str:
+    "The CPU's vendor and name, as the package reads them, e.g. 'AMD / AMD EPYC 7B13'."
+    from annotated_transformer.runtime import hardware_summary
+    from annotated_transformer.benchmarking import cpu_vendor
+    cpu = hardware_summary(as_dict=True)["cpu"]
+    return f"{cpu_vendor(cpu)} / {cpu}"
 
 def env_info(python, threads: int) -> dict:
     "Versions, CPU and torch's view of it, as the engine's own interpreter sees them with `threads`."
     env = {**os.environ, **thread_env(threads)}
     out = subprocess.run([str(python), "-c", _ENV_INFO], check=True, capture_output=True, text=True, env=env)
     info = json.loads(out.stdout.strip().splitlines()[-1])
-    return {**info, "cpu_vendor": cpu_vendor(), "nproc": os.cpu_count()}
+    return {**info, "cpu_vendor": vendor_and_cpu(), "nproc": os.cpu_count()}
 
 def thread_env(threads: int) -> dict:
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
@@ -773,7 +772,7 @@ def cmd_decode(a):
                                  "extra_len": opts.extra_len,
                                  "timed": "the call, in this process"}},
            "deviations": DECODE_DEVIATIONS, "mapping": DECODE_MAPPING,
-           "cpu_vendor": cpu_vendor(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "cpu_vendor": vendor_and_cpu(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
            "versions": {"ours": env_info(sys.executable, 1)}, "rows": [], "outputs": {}}
     verify = folder / "verify.json"
     if verify.is_file(): res["verification"] = json.loads(verify.read_text())
