@@ -32,9 +32,9 @@ __all__ = ['RECIPE_SEARCH', 'RECIPES', 'RESUME_MAY_CHANGE', 'RUN_KEYS', 'HISTORY
            'codec_from_file', 'write_history', 'checkpoint_step', 'HistoryLog', 'plot_history', 'tensorboard_writer',
            'log_to_tensorboard', 'RunOptions', 'train_multi30k', 'RunDirMismatch', 'open_run_dir', 'resume_run',
            'new_recipe', 'Multi30kRun', 'read_pairs', 'new_vocabulary', 'prepare_run', 'run_length', 'fit_length',
-           'fitted_warmup', 'fit_schedule', 'CooldownSchedule', 'cooldown_steps', 'run_scheduler', 'training_parts',
-           'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary', 'choose_and_score',
-           'bleu_sweep', 'plot_bleu_sweep']
+           'fitted_warmup', 'fit_schedule', 'CooldownSchedule', 'cooldown_steps', 'PlannedLR', 'run_scheduler',
+           'training_parts', 'averageable', 'prune_checkpoints', 'fit_run', 'average_last', 'run_summary',
+           'choose_and_score', 'bleu_sweep', 'plot_bleu_sweep']
 
 # %% ../nbs/16_multi30k.ipynb #eae802cd
 @dataclass
@@ -525,13 +525,25 @@ def cooldown_steps(recipe: Multi30kRecipe, planned: int) -> int: # the run's; it
     "The updates at the end of the run over which the recipe's cooldown takes the rate to 0 (0: none)."
     return 0 if not recipe.cooldown else min(planned, max(1, round(planned * recipe.cooldown)))
 
+class PlannedLR(LambdaLR):
+    "A `LambdaLR` over a `CooldownSchedule` that keeps its own run's plan when it loads a checkpoint's state."
+    def load_state_dict(self, state_dict: dict): # a checkpoint's "scheduler"
+        "The checkpoint's position in the schedule; the plan (`total_steps`, `cooldown_steps`) stays this run's."
+        plans = [{k: vars(f)[k] for k in ("total_steps", "cooldown_steps")} for f in self.lr_lambdas]
+        super().load_state_dict(state_dict)
+        if plans == [{k: (f or {}).get(k) for k in p} for f, p in zip(state_dict["lr_lambdas"], plans)]:
+            return                                                   # the same plan: exactly the saved state
+        for f, p in zip(self.lr_lambdas, plans): vars(f).update(p)
+        self._last_lr = [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+        for group, lr in zip(self.optimizer.param_groups, self._last_lr): group["lr"] = lr  # the next update's
+
 def run_scheduler(opt: torch.optim.Optimizer, recipe: Multi30kRecipe, # built with lr=1.0; the run's
                   d_model: int, planned: int,  # model width; the run's planned updates (`run_length`)
                  ) -> LambdaLR:
     "§5.3's schedule for a run (chapter 9), ending in the recipe's cooldown when it has one."
     steps = cooldown_steps(recipe, planned)
     if not steps: return make_scheduler(opt, d_model, recipe.warmup_steps, recipe.lr_scale)
-    return LambdaLR(opt, CooldownSchedule(d_model, recipe.warmup_steps, recipe.lr_scale, planned, steps))
+    return PlannedLR(opt, CooldownSchedule(d_model, recipe.warmup_steps, recipe.lr_scale, planned, steps))
 
 # %% ../nbs/16_multi30k.ipynb #ea501276
 def training_parts(run: Multi30kRun, device: torch.device,
@@ -586,7 +598,12 @@ def _say_plan(run: Multi30kRun, model, updates_per_epoch: int, total: int, ctx, 
         f"{plural(updates_per_epoch, 'update')} per epoch, up to {plural(total, 'update')}, "
         f"on {hardware_summary(ctx.device)}")
     if (cool := cooldown_steps(run.recipe, total)):
-        log(f"cooldown: the rate falls linearly to 0 over the last {plural(cool, 'update')}")
+        was = ((load_checkpoint(run.existing).get("scheduler") or {}).get("lr_lambdas") or [None])[0] \
+              if run.existing is not None else None      # a resumed run: the plan it started with
+        moved = f" of {total:,} (the checkpoint planned the last {was['cooldown_steps']:,} of " \
+                f"{was['total_steps']:,}: --epochs or --max-steps moved it)" \
+                if was and was.get("total_steps") not in (None, total) else ""
+        log(f"cooldown: the rate falls linearly to 0 over the last {plural(cool, 'update')}{moved}")
     if run.recipe.clip_grad is not None:
         log(f"gradients clipped to norm {run.recipe.clip_grad:g} (not in the paper; --clip-grad 0 for none)")
     precision, recipe = run_precision(run.recipe, asked, ctx.device), run.recipe.precision

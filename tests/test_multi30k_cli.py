@@ -6,7 +6,7 @@ Two kinds of tests:
   data root, an empty cache and a download URL that cannot be reached — a fresh clone with no network passes them;
 - on Multi30k itself, from the data root in $ANNOTATED_TRANSFORMER_DATA (the only place it comes from): without it they
   skip, saying why — except under CI=true, where a missing data root is a failure, never a silent skip."""
-import gzip, json, os, shutil, subprocess, sys
+import csv, gzip, json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from annotated_transformer.decoding import SearchOptions
@@ -206,6 +206,22 @@ def test_resume_applies_steps_and_save_interval(trained, offline, tmp_path):
     assert j["updates"] == 210 and j["recipe"]["save_every"] == 5 and j["recipe"]["lr_scale"] == 0.5
     assert j["averaged"][-3:] == ["step_00000200.pt", "step_00000205.pt", "step_00000210.pt"]
     assert {k: v for k, v in j["recipe"].items() if k != "save_every"} == {k: v for k, v in res["recipe"].items() if k != "save_every"}
+
+
+def test_resume_with_more_updates_moves_the_cooldown(tmp_path, offline):
+    "A run resumed with more updates cools down at its new end (and says so), not at 0 after the old one."
+    run, common = tmp_path / "run", ["--recipe", "tiny", "--cooldown", "0.5", "--data-dir", SAMPLE_DIR,
+                                     "--max-train-pairs", 200, "--save-every", 2, "--beam-size", 1, "--json"]
+    r = cli("train", *common, "--max-steps", 4, "--checkpoint-dir", run, **offline)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = cli("train", "--resume", *common, "--max-steps", 8, "--checkpoint-dir", run, **offline)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    assert "over the last 4 updates of 8 (the checkpoint planned the last 2 of 4" in out, out[-2000:]
+    rows = list(csv.DictReader((run / "history.csv").open()))
+    lr = {int(row["step"]): float(row["learning_rate"]) for row in rows}
+    assert sorted(lr) == list(range(1, 9)) and lr[4] > 0 and all(lr[s] > 0 for s in range(5, 9)), lr
+    assert lr[8] < lr[5]                                  # falling over the new cooldown
 
 
 # --- on Multi30k: with the data root; a failure under CI=true without it ---------------------------------

@@ -8,8 +8,8 @@
   save   write the curve to a JSON of nbs/results/ (machine, CPU capability, date, the commands).
 
 A run's folder (--work, default /tmp/ttq/NAME) holds the run's checkpoints, kept/ (every checkpoint, linked),
-times.json (checkpoint -> seconds since the start), train.log, train.json and scores.json. Scoring a run that is still
-training is allowed: its checkpoints are final once they appear.
+times.json (checkpoint -> seconds since the start), train.log, train.json, scores.json and score_args.json (how
+they were scored). Scoring a run that is still training is allowed: its checkpoints are final once they appear.
 
 Usage:
   python tools/time_to_quality.py run NAME --minutes 30 [--cpu 0] [--threads 1] -- --precision bf16 --seed 0
@@ -139,6 +139,8 @@ def cmd_score(a):
         if held and held[-1] not in marks: marks.append(held[-1])
         m += a.every
     if steps and steps[-1][1] not in marks: marks.append(steps[-1][1])
+    # how the scores were made, for `save`'s record (the pin of the scoring, not of the run)
+    atomic_json(d / "score_args.json", {"cpu": a.cpu, "threads": a.threads, "every": a.every})
     for n in marks:
         if n in scores: continue
         s = evaluate(d / "kept" / n, d / f"hyps.{n}.txt", a.cpu, a.threads)
@@ -162,9 +164,12 @@ def cmd_save(a):
     given = argv[argv.index("train") + 1:] if typed else argv[argv.index("--json") + 1:]   # after the tool's "--"
     pin = (f" --cpu {run['cpu']}" if run["cpu"] is not None else "") + (
         f" --threads {run['threads']}" if run["threads"] else "")
+    sa = json.loads((d / "score_args.json").read_text()) if (d / "score_args.json").exists() else None
+    score_pin = pin if sa is None else ((f" --every {sa['every']:g}" if sa["every"] != 3 else "") + (
+        f" --cpu {sa['cpu']}" if sa["cpu"] is not None else "") + (f" --threads {sa['threads']}" if sa["threads"] else ""))
     how = [f"python tools/time_to_quality.py run {a.name} --minutes {run['minutes']:g}{pin}"
            f"{' --as-typed' if typed else ''} -- {shlex.join(given)}".rstrip(),
-           f"python tools/time_to_quality.py score {a.name}{pin}",
+           f"python tools/time_to_quality.py score {a.name}{score_pin}",
            f"python tools/time_to_quality.py save {a.name} {a.output} --what ... --label ..."]
     out = {"what": a.what, "label": a.label, "direction": f"{src}-{tgt}", "name": a.name, "how": how,
            "command": run["command"], "date": run["date"], "hardware": run["hardware"],
