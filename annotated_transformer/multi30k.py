@@ -527,15 +527,19 @@ def cooldown_steps(recipe: Multi30kRecipe, planned: int) -> int: # the run's; it
 
 class PlannedLR(LambdaLR):
     "A `LambdaLR` over a `CooldownSchedule` that keeps its own run's plan when it loads a checkpoint's state."
+    def __init__(self, optimizer: torch.optim.Optimizer, # built with lr=1.0
+                 schedule: CooldownSchedule):             # the run's rate and plan
+        super().__init__(optimizer, schedule)
     def load_state_dict(self, state_dict: dict): # a checkpoint's "scheduler"
-        "The checkpoint's position in the schedule; the plan (`total_steps`, `cooldown_steps`) stays this run's."
+        "The checkpoint's position in the schedule; the plan (`total_steps`, `cooldown_steps`): this run's."
         plans = [{k: vars(f)[k] for k in ("total_steps", "cooldown_steps")} for f in self.lr_lambdas]
         super().load_state_dict(state_dict)
         if plans == [{k: (f or {}).get(k) for k in p} for f, p in zip(state_dict["lr_lambdas"], plans)]:
             return                                                   # the same plan: exactly the saved state
         for f, p in zip(self.lr_lambdas, plans): vars(f).update(p)
         self._last_lr = [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
-        for group, lr in zip(self.optimizer.param_groups, self._last_lr): group["lr"] = lr  # the next update's
+        for group, lr in zip(self.optimizer.param_groups, self._last_lr):
+            group["lr"] = lr                                         # the next update's rate
 
 def run_scheduler(opt: torch.optim.Optimizer, recipe: Multi30kRecipe, # built with lr=1.0; the run's
                   d_model: int, planned: int,  # model width; the run's planned updates (`run_length`)
