@@ -525,11 +525,13 @@ def cooldown_steps(recipe: Multi30kRecipe, planned: int) -> int: # the run's; it
     "The updates at the end of the run over which the recipe's cooldown takes the rate to 0 (0: none)."
     return 0 if not recipe.cooldown else min(planned, max(1, round(planned * recipe.cooldown)))
 
+
+# %% ../nbs/16_multi30k.ipynb #9201278b
 class PlannedLR(LambdaLR):
     "A `LambdaLR` over a `CooldownSchedule` that keeps its own run's plan when it loads a checkpoint's state."
     def __init__(self, optimizer: torch.optim.Optimizer, # built with lr=1.0
                  schedule: CooldownSchedule):             # the run's rate and plan
-        super().__init__(optimizer, schedule)
+        super().__init__(optimizer, schedule)   # (its own signature: the docs show it, not LambdaLR's)
     def load_state_dict(self, state_dict: dict): # a checkpoint's "scheduler"
         "The checkpoint's position in the schedule; the plan (`total_steps`, `cooldown_steps`): this run's."
         plans = [{k: vars(f)[k] for k in ("total_steps", "cooldown_steps")} for f in self.lr_lambdas]
