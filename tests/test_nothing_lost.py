@@ -272,7 +272,7 @@ def test_layers_and_heads_are_numbered_from_0_everywhere():
 # --------------------------------------------------------------------------------------------------------------
 
 def test_a_run_on_your_files_plans_enough_updates(tmp_path):
-    "300 pairs with the small recipe: not 18 updates (2 an epoch, 9 epochs), which learn nothing; the note names the"
+    "300 pairs with the small recipe: not 24 updates (2 an epoch, 12 epochs), which learn nothing; the note names the"
     " flags that set a run's length, not --warmup-steps (which would not help)."
     from types import SimpleNamespace
     from annotated_transformer.data import Corpus
