@@ -26,3 +26,12 @@ def test_the_printed_scores_are_read_back():
 
 def test_a_stopped_run_has_no_result():
     assert printed_result("annotated-transformer train: stopped by SIGTERM after update 375; saved ...") is None
+
+
+def test_the_recorded_commands_carry_the_pin_and_the_caps():
+    "`save` writes each command as it ran: its --cpu/--threads and the instruction-set caps it ran under."
+    from time_to_quality import pin, caps_prefix
+    assert pin({"cpu": 0, "threads": 1}) == " --cpu 0 --threads 1" and pin({"cpu": None, "threads": None}) == ""
+    caps = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert caps_prefix({"env": caps}) == "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 "
+    assert caps_prefix({"env": {}}) == caps_prefix({}) == ""

@@ -22,6 +22,20 @@ from pathlib import Path
 WORK = Path(os.environ.get("TTQ_WORK", "/tmp/ttq"))
 # the instruction-set caps of ATen, oneDNN and MKL: a run made under them records them
 CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+caps_env = lambda: {k: os.environ[k] for k in CAPS if k in os.environ}   # the instruction-set caps in force
+
+
+def pin(args: dict) -> str:
+    "The `--cpu`/`--threads` flags a run or a scoring was started with (its run.json or score_args.json)."
+    return (f" --cpu {args['cpu']}" if args.get("cpu") is not None else "") + (
+        f" --threads {args['threads']}" if args.get("threads") else "")
+
+
+def caps_prefix(args: dict) -> str:
+    "The caps a run or a scoring ran under, as the shell prefix that sets them again ('' for none)."
+    return "".join(f"{k}={v} " for k, v in (args.get("env") or {}).items())
+
+
 EXE = Path(sys.executable).parent / "annotated-transformer"
 
 
@@ -69,7 +83,7 @@ def cmd_run(a):
     print("+", command, flush=True)
     times, t0 = {}, time.time()
     info = {"name": a.name, **machine(command.strip(), a.threads), "minutes": a.minutes, "threads": a.threads,
-            "cpu": a.cpu, "as_typed": a.as_typed, "env": {k: os.environ[k] for k in CAPS if k in os.environ}}
+            "cpu": a.cpu, "as_typed": a.as_typed, "env": caps_env()}
     if cwd is not None: info["cwd"] = "an empty folder"
     env["PATH"] = f"{EXE.parent}{os.pathsep}{env.get('PATH', '')}"
     with open(d / "train.json", "w") as out, open(d / "train.log", "w") as err:
@@ -140,7 +154,7 @@ def cmd_score(a):
         m += a.every
     if steps and steps[-1][1] not in marks: marks.append(steps[-1][1])
     # how the scores were made, for `save`'s record (the pin of the scoring, not of the run)
-    atomic_json(d / "score_args.json", {"cpu": a.cpu, "threads": a.threads, "every": a.every})
+    atomic_json(d / "score_args.json", {"cpu": a.cpu, "threads": a.threads, "every": a.every, "env": caps_env()})
     for n in marks:
         if n in scores: continue
         s = evaluate(d / "kept" / n, d / f"hyps.{n}.txt", a.cpu, a.threads)
@@ -162,14 +176,12 @@ def cmd_save(a):
     tgt = flag("--tgt", {"de": "en", "en": "de"}.get(src))
     typed = run.get("as_typed")
     given = argv[argv.index("train") + 1:] if typed else argv[argv.index("--json") + 1:]   # after the tool's "--"
-    pin = (f" --cpu {run['cpu']}" if run["cpu"] is not None else "") + (
-        f" --threads {run['threads']}" if run["threads"] else "")
-    sa = json.loads((d / "score_args.json").read_text()) if (d / "score_args.json").exists() else None
-    score_pin = pin if sa is None else ((f" --every {sa['every']:g}" if sa["every"] != 3 else "") + (
-        f" --cpu {sa['cpu']}" if sa["cpu"] is not None else "") + (f" --threads {sa['threads']}" if sa["threads"] else ""))
-    how = [f"python tools/time_to_quality.py run {a.name} --minutes {run['minutes']:g}{pin}"
-           f"{' --as-typed' if typed else ''} -- {shlex.join(given)}".rstrip(),
-           f"python tools/time_to_quality.py score {a.name}{score_pin}",
+    # how the scores were made (score_args.json; a run scored before it was written: the run's pin)
+    sa = json.loads((d / "score_args.json").read_text()) if (d / "score_args.json").exists() else run
+    every = f" --every {sa['every']:g}" if sa.get("every", 3) != 3 else ""
+    how = [f"{caps_prefix(run)}python tools/time_to_quality.py run {a.name} --minutes {run['minutes']:g}"
+           f"{pin(run)}{' --as-typed' if typed else ''} -- {shlex.join(given)}".rstrip(),
+           f"{caps_prefix(sa)}python tools/time_to_quality.py score {a.name}{every}{pin(sa)}",
            f"python tools/time_to_quality.py save {a.name} {a.output} --what ... --label ..."]
     out = {"what": a.what, "label": a.label, "direction": f"{src}-{tgt}", "name": a.name, "how": how,
            "command": run["command"], "date": run["date"], "hardware": run["hardware"],
