@@ -373,6 +373,7 @@ def agreement_table(result: dict, # from tools/onnx_agreement.py (nbs/results/on
             "|---|---|---:|---:|---:|"]
     for r in result["directions"]:
         n, d = r["sentences"], r["direction"]
+        if "train_state" in r: d += f" ({r['train_state']['step']:,} updates)"     # which model of that name
         rows.append(f"| {d} | greedy | {r['identical']}/{n} | {r['bleu_torch']:.2f} "
                     f"| {r['bleu_onnx']:.2f} |")
         if "beam4_identical" in r:

@@ -17,6 +17,7 @@ from annotated_transformer.decoding import SearchOptions
 from annotated_transformer.fast_decoding import SearchLevers, fast_beam_search
 from annotated_transformer.fast_model import ModelLevers, make_fast, pack_linears
 from annotated_transformer.runtime import bf16_native
+from annotated_transformer.pretrained import load_model
 torch.set_num_threads(1)
 out = {**machine_record("python tools/lever_agreement.py " + " ".join(sys.argv[1:])), "runs": {}}
 for name in ("de-en", "en-de"):
@@ -30,7 +31,8 @@ for name in ("de-en", "en-de"):
     on = hyps_of(p)
     agree = lambda off: {"identical": sum(a == b for a, b in zip(on, off)),
                          "bleu_off": round(bleu_tokens(codec, off, refs)[0], 2)}
-    r = {"sentences": len(ids), "bleu_on": round(bleu_tokens(codec, on, refs)[0], 2),
+    r = {"sentences": len(ids), "updates": load_model(name)[2]["train_state"]["step"],     # which model of that name
+         "bleu_on": round(bleu_tokens(codec, on, refs)[0], 2),
          "single_query off": agree(hyps_of(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)))),
          **{f"{what} off": agree(hyps_of(p, partial(fast_beam_search, levers=SearchLevers(**lever))))
             for what, lever in (("topk by chunks", dict(topk_chunk=0)),

@@ -36,7 +36,7 @@ def main(argv=None):
     rows = []
     for direction in a.directions:
         s, t = direction.split("-")
-        model, codec, _ = load_model(direction)
+        model, codec, meta = load_model(direction)
         model = make_fast(model)                                         # as the command line decodes
         pairs = load_split("val", None, a.limit, download=False, src=s, tgt=t)
         ids, _ = encode_sources(codec, [x for x, _ in pairs], model.config.max_len)
@@ -57,7 +57,7 @@ def main(argv=None):
             if o == h: continue
             gaps.append(parting_gap(o, h, teacher_forced(model, o + [2], x)))
         refs = [y for _, y in pairs]
-        rows.append({"direction": direction, "sentences": len(ids),
+        rows.append({"direction": direction, "train_state": meta["train_state"], "sentences": len(ids),
                      "identical": sum(o == h for o, h in zip(ours, theirs)),
                      "near_ties": sum(g is not None and g < 1e-3 for g in gaps), "gaps": gaps,
                      "beam4_identical": sum(o == h for o, h in zip(beam_ours, beam_onnx)),

@@ -75,6 +75,16 @@ def replace_sections(card: str, sections: dict) -> str:
     return "".join(fp16[:at]) + body.rstrip("\n") + "\n\n" + "".join(fp16[at:])
 
 
+def scored_record(rows, subset: dict, options: SearchOptions, argv: list[str]) -> dict:
+    "What nbs/models/NAME.json keeps of a scoring: every set's scores, the search, the CI subset, when, where and how."
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rec = machine_record(shlex.join(["python", "tools/ship_model.py", *argv]))
+    return dict(sets=score_rows(rows), search=search_record(options),
+                ci_subset={"set": "test_2016_flickr", "sentences": CI_SUBSET, "bleu": subset["bleu"], "chrf": subset["chrf"]},
+                scored={"date": rec["date"], "cpu": rec["hardware"]["cpu"], "capability": rec["hardware"]["capability"],
+                        "command": rec["command"], "commit": commit})
+
+
 def rescore(name: str, argv: list[str]):
     "Score the shipped model `name` as it is now; write nbs/models/NAME.json and the card's score sections."
     model, codec, meta = load_model(name)
@@ -87,12 +97,7 @@ def rescore(name: str, argv: list[str]):
                         fast_beam_search)[0]
     path = Path("nbs/models") / f"{name}.json"
     scores = json.loads(path.read_text(encoding="utf-8"))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    rec = machine_record(shlex.join(["python", "tools/ship_model.py", *argv]))
-    scores.update(sets=score_rows(rows), search=search_record(options),
-                  ci_subset={"set": "test_2016_flickr", "sentences": CI_SUBSET, "bleu": subset["bleu"], "chrf": subset["chrf"]},
-                  scored={"date": rec["date"], "cpu": rec["hardware"]["cpu"], "capability": rec["hardware"]["capability"],
-                          "command": rec["command"], "commit": commit})
+    scores.update(scored_record(rows, subset, options, argv))
     with atomic_file(path) as f: f.write(json.dumps(scores, indent=1, ensure_ascii=False) + "\n")
     card = MODELS_DIR / name / CARD
     new = replace_sections(card.read_text(encoding="utf-8"), card_scores(scores))
@@ -128,9 +133,13 @@ def main(argv=None):
     ref = {r["set"]: r for r in score_sets(make_fast(fp32), fcodec, {s: sets[s] for s in ("val", "test_2016_flickr")},
                                            SearchOptions(), fast_beam_search)}
     got = {r["set"]: r for r in rows}
-    table = [{"set": r["set"], "sentences": r["sentences"], "BLEU": f"{r['bleu']:.2f}", "chrF": f"{r['chrf']:.2f}",
-              "what it is": TEST_SET_INFO.get(r["set"], "Multi30k validation set (model selection)")} for r in rows]
+    scores = {"name": a.name, "src": src, "tgt": tgt, **scored_record(rows, subset, SearchOptions(), argv),
+              "fp32": {s: ref[s]["bleu"] for s in ref}, "train": {k: res[k] for k in ("hardware", "train_time_s", "updates", "epochs")},
+              "train_command": a.train_command}
+    sections = card_scores(scores)                      # the scores as --rescore writes them, and when it took
+    sections["Signatures"].append(f"decoding all {sum(r['sentences'] for r in rows):,} sentences took {minutes_eval:.1f} min")
     rc = res["recipe"]
+    kept = ", ".join(res["averaged"]) if res["selected"] == "averaged" else Path(res["checkpoint"]).name
     card = {
         "Direction": f"{SHIPPED[a.name]} ({src}→{tgt}), the Transformer of “Attention Is All You Need” at the book's `small` size",
         "Data": "Multi30k task 1 (image captions): 29,000 training pairs; the validation set (1,014 pairs) chose between "
@@ -143,25 +152,17 @@ def main(argv=None):
         "Shipping command": shlex.join(["python", "tools/ship_model.py", *(argv if argv is not None else sys.argv[1:])]),
         "Training": {"hardware": res["hardware"], "training minutes": f"{res['train_time_s'] / 60:.1f}",
                      "updates": res["updates"], "epochs": res["epochs"],
-                     "checkpoint kept": f"{res['selected']} ({', '.join(res.get('averaged') or []) or 'last'})",
+                     "checkpoint kept": f"{res['selected']} ({kept})",
                      "val BLEU averaged / last": f"{res.get('val_bleu_averaged', '–')} / {res.get('val_bleu_last', '–')}",
                      "torch": torch.__version__, "CPU capability": torch.backends.cpu.get_cpu_capability()},
-        "Scores (beam 4, α 0.6)": table,
-        "Signatures": [f"BLEU: `{rows[0]['bleu_signature']}`", f"chrF2: `{rows[0]['chrf_signature']}`",
-                       f"decoding all {sum(r['sentences'] for r in rows):,} sentences took {minutes_eval:.1f} min"],
+        **sections,
         "Float16 storage": [f"{s}: BLEU {ref[s]['bleu']:.2f} with the float32 checkpoint, {got[s]['bleu']:.2f} with these "
                             f"float16 weights (Δ {got[s]['bleu'] - ref[s]['bleu']:+.2f})" for s in ref],
-        "CI check": {"set": "test_2016_flickr", "first sentences": CI_SUBSET, "BLEU": f"{subset['bleu']:.2f}",
-                     "chrF": f"{subset['chrf']:.2f}"},
         "How it was made": a.note or ["see the training command above"],
         "Licence": "Weights: Apache-2.0, as the code. Trained on Multi30k (research use; see its licence) — the "
                    "translations are captions-style English/German and not for production use.",
     }
     export_model(a.checkpoint, out, a.storage_dtype, card=card)
-    scores = {"name": a.name, "src": src, "tgt": tgt, "sets": [{k: v for k, v in r.items() if k != "hypotheses"} for r in rows],
-              "ci_subset": {"set": "test_2016_flickr", "sentences": CI_SUBSET, "bleu": subset["bleu"], "chrf": subset["chrf"]},
-              "fp32": {s: ref[s]["bleu"] for s in ref}, "train": {k: res[k] for k in ("hardware", "train_time_s", "updates", "epochs")},
-              "train_command": a.train_command}
     (Path("nbs") / "models").mkdir(exist_ok=True)
     Path(f"nbs/models/{a.name}.json").write_text(json.dumps(scores, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({"name": a.name, "pin": file_sha256(out / SUMS), "test_2016_flickr": got["test_2016_flickr"]["bleu"],
