@@ -85,7 +85,8 @@ def main():
     errors = [i for i in differ if s_ct2[i] > s_ours[i] + tol]
     res = {**machine_record("python " + " ".join(map(shlex.quote, sys.argv))),
            "commit": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip(),
-           "torch": torch.__version__, "model": a.model, "train_state": meta["train_state"], "split": a.split, "sentences": len(ids), "beam_size": a.beam_size,
+           "torch": torch.__version__, "model": a.model, "train_state": meta["train_state"],   # which model of that name
+           "split": a.split, "sentences": len(ids), "beam_size": a.beam_size,
            "length_penalty": a.length_penalty, "early_stop": a.early_stop,
            "different_hypotheses": len(differ), "search_errors": len(errors),
            "ours_better": sum(s_ours[i] > s_ct2[i] + tol for i in differ),

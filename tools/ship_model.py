@@ -136,7 +136,7 @@ def main(argv=None):
     scores = {"name": a.name, "src": src, "tgt": tgt, **scored_record(rows, subset, SearchOptions(), argv),
               "fp32": {s: ref[s]["bleu"] for s in ref}, "train": {k: res[k] for k in ("hardware", "train_time_s", "updates", "epochs")},
               "train_command": a.train_command}
-    sections = card_scores(scores)                      # the scores as --rescore writes them, and when it took
+    sections = card_scores(scores)                      # as --rescore writes them, and how long the decoding took
     sections["Signatures"].append(f"decoding all {sum(r['sentences'] for r in rows):,} sentences took {minutes_eval:.1f} min")
     rc = res["recipe"]
     kept = ", ".join(res["averaged"]) if res["selected"] == "averaged" else Path(res["checkpoint"]).name
