@@ -9,7 +9,6 @@ lever under bf16 (its explicit softmax runs in bf16 there; the fused kernel accu
 """
 import copy, json, sys, torch
 from functools import partial
-from annotated_transformer.ctranslate2_export import resolve_translator
 from annotated_transformer.benchmarking import bleu_tokens, machine_record
 from annotated_transformer.data import load_split
 from annotated_transformer.evaluation import encode_sources, decode_corpus
@@ -21,7 +20,7 @@ from annotated_transformer.pretrained import load_model
 torch.set_num_threads(1)
 out = {**machine_record("python tools/lever_agreement.py " + " ".join(sys.argv[1:])), "runs": {}}
 for name in ("de-en", "en-de"):
-    m, codec, _ = resolve_translator(name)
+    m, codec, meta = load_model(name)                  # the shipped model, its codec, its config.json
     m = make_fast(m)                                   # the command line's model and search
     hyps_of = lambda model, search=fast_beam_search: decode_corpus(model, ids, search=search)
     pairs = load_split("val", src=name[:2], tgt=name[3:])
@@ -31,7 +30,7 @@ for name in ("de-en", "en-de"):
     on = hyps_of(p)
     agree = lambda off: {"identical": sum(a == b for a, b in zip(on, off)),
                          "bleu_off": round(bleu_tokens(codec, off, refs)[0], 2)}
-    r = {"sentences": len(ids), "updates": load_model(name)[2]["train_state"]["step"],     # which model of that name
+    r = {"sentences": len(ids), "updates": meta["train_state"]["step"],     # which model of that name
          "bleu_on": round(bleu_tokens(codec, on, refs)[0], 2),
          "single_query off": agree(hyps_of(make_fast(copy.deepcopy(p), ModelLevers(single_query=False)))),
          **{f"{what} off": agree(hyps_of(p, partial(fast_beam_search, levers=SearchLevers(**lever))))

@@ -6,7 +6,7 @@ then re-scored by *our* model, teacher-forced: log P(Y | X) / lp(Y). A sentence 
 scores higher than ours is a search error of ours: a better translation, under our own model and penalty, that
 our search did not return. Also reports BLEU, the brevity penalty and the length ratio, and the decoding time.
 
-    python tools/search_errors.py --out nbs/results/search_errors.json --key "exact rule, EOS at the limit (the default)"
+    python tools/search_errors.py --out nbs/results/search_errors.json --key "the default search, the de-en model of small"
     python tools/search_errors.py --early-stop --out early.json                   # stop at K finished
 
 Needs the `ctranslate2` extra and the Multi30k validation set under the data root (`ANNOTATED_TRANSFORMER_DATA`).
