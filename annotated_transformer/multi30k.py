@@ -82,7 +82,7 @@ RECIPES = {
     "tiny":  Multi30kRecipe(model="tiny", bpe_vocab_size=2000, batch_tokens=2048, warmup_steps=200,
                             lr_scale=0.5, epochs=10, save_every=50),
     "small": Multi30kRecipe(epochs=12, cooldown=0.25, clip_grad=1.0, precision="bf16"),
-    "small-long": Multi30kRecipe(dropout=0.2, epochs=14),   # the earlier CPU default (shipped en-de)
+    "small-long": Multi30kRecipe(dropout=0.2, epochs=14),   # the earlier CPU default (shipped before small's)
     "base":  Multi30kRecipe(model="base", dropout=0.3, batch_tokens=8192, warmup_steps=1000,
                             lr_scale=0.7, epochs=30),
     "big":   Multi30kRecipe(model="big", dropout=0.3, batch_tokens=8192, warmup_steps=1000,

@@ -35,3 +35,16 @@ def test_the_recorded_commands_carry_the_pin_and_the_caps():
     caps = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
     assert caps_prefix({"env": caps}) == "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 "
     assert caps_prefix({"env": {}}) == caps_prefix({}) == ""
+
+
+def test_sets_scores_the_model_the_run_kept(tmp_path):
+    "`sets` scores what a finished run kept: averaged.pt, or its last checkpoint; a run stopped early has no such model."
+    import json, pytest
+    from time_to_quality import chosen_checkpoint
+    (tmp_path / "kept").mkdir()
+    for n in ("step_00000900.pt", "step_00001000.pt", "averaged.pt"): (tmp_path / "kept" / n).touch()
+    for selected, want in (("last", "step_00001000.pt"), ("averaged", "averaged.pt")):
+        (tmp_path / "run.json").write_text(json.dumps({"result": {"selected": selected}}))
+        assert chosen_checkpoint(tmp_path) == tmp_path / "kept" / want
+    (tmp_path / "run.json").write_text(json.dumps({"result": None}))
+    with pytest.raises(SystemExit, match="did not end by itself"): chosen_checkpoint(tmp_path)

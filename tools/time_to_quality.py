@@ -5,7 +5,9 @@
          after --minutes (a run that ends sooner ends by itself, its final scores in its --json output);
   score  score the checkpoint each --every minutes held: val, beam 4, α 0.6 (chapter 14's search), sacreBLEU,
          through `annotated-transformer evaluate`, pinned and threaded as asked, and the last checkpoint;
-  save   write the curve to a JSON of nbs/results/ (machine, CPU capability, date, the commands).
+  save   write the curve to a JSON of nbs/results/ (machine, CPU capability, date, the commands);
+  sets   score the model each named run kept (the one its end chose: averaged or last) and a shipped model on val
+         and every Multi30k test set, the same search, into one JSON of nbs/results/ (chapter 16's table).
 
 A run's folder (--work, default /tmp/ttq/NAME) holds the run's checkpoints, kept/ (every checkpoint, linked),
 times.json (checkpoint -> seconds since the start), train.log, train.json, scores.json and score_args.json (how
@@ -15,11 +17,13 @@ Usage:
   python tools/time_to_quality.py run NAME --minutes 30 [--cpu 0] [--threads 1] -- --precision bf16 --seed 0
   python tools/time_to_quality.py run NAME --minutes 40 --as-typed -- --seed 0   (the README's command, empty folder)
   python tools/time_to_quality.py score NAME [--every 3] [--cpu 0] [--threads 1]
-  python tools/time_to_quality.py save NAME nbs/results/ttq_NAME.json --what "..." --label "..." """
+  python tools/time_to_quality.py save NAME nbs/results/ttq_NAME.json --what "..." --label "..."
+  python tools/time_to_quality.py sets ne ne1 --model en-de --out nbs/results/every_set_en-de.json """
 import argparse, json, os, re, shlex, signal, subprocess, sys, time
 from pathlib import Path
 
 WORK = Path(os.environ.get("TTQ_WORK", "/tmp/ttq"))
+ROOT = Path(__file__).resolve().parent.parent                    # the repository
 # the instruction-set caps of ATen, oneDNN and MKL: a run made under them records them
 CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 caps_env = lambda: {k: os.environ[k] for k in CAPS if k in os.environ}   # the instruction-set caps in force
@@ -129,17 +133,22 @@ def printed_result(text: str) -> dict|None:
             "val_bleu": float(rows["val"]) if "val" in rows else None,
             **{f"{k}_bleu": float(v) for k, v in rows.items() if k != "val"}}
 
-def evaluate(path: Path, out: Path, cpu, threads, split="val") -> dict:
-    "val BLEU of one checkpoint: beam 4, α 0.6 (the book's search), through the command line."
-    argv = [str(EXE), "evaluate", "--checkpoint", str(path), "--split", split, "--beam-size", "4",
-            "--length-penalty", "0.6", "--device", "cpu", "--output", str(out), "--json"]
-    t = time.time()
+SETS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")   # Multi30k's
+
+def evaluate_json(model: list[str], splits: str, cpu, threads, out: Path|None=None) -> tuple[dict, list[str]]:
+    "`annotated-transformer evaluate --json` of MODEL (`--checkpoint P` or `--model NAME`) on SPLITS: beam 4, α 0.6."
+    argv = [str(EXE), "evaluate", *model, "--split", splits, "--beam-size", "4", "--length-penalty", "0.6",
+            "--device", "cpu", *(["--output", str(out)] if out else []), "--json"]
     r = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **thread_env(threads)},
                        preexec_fn=pinned(cpu))
     if r.returncode: raise SystemExit(f"{shlex.join(argv)} failed:\n{r.stderr[-2000:]}")
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    row = res["scores"][0] if "scores" in res else res
-    return {"bleu": round(row["bleu"], 2), "decode_s": round(time.time() - t, 1), "command": shlex.join(argv)}
+    return json.loads(r.stdout.strip().splitlines()[-1]), argv
+
+def evaluate(path: Path, out: Path, cpu, threads, split="val") -> dict:
+    "val BLEU of one checkpoint: beam 4, α 0.6 (the book's search), through the command line."
+    t = time.time()
+    res, argv = evaluate_json(["--checkpoint", str(path)], split, cpu, threads, out)
+    return {"bleu": round(res["bleu"], 2), "decode_s": round(time.time() - t, 1), "command": shlex.join(argv)}
 
 def cmd_score(a):
     d = Path(a.work or WORK / a.name)
@@ -199,6 +208,35 @@ def cmd_save(a):
     print(f"wrote {a.output}: {len(pts)} points")
 
 
+def chosen_checkpoint(d: Path) -> Path:
+    "The model a finished run kept (its run.json's `selected`: the averaged one or the last checkpoint)."
+    res = json.loads((d / "run.json").read_text()).get("result") or {}
+    if res.get("selected") not in ("averaged", "last"): raise SystemExit(f"{d}: the run did not end by itself")
+    return d / "kept" / ("averaged.pt" if res["selected"] == "averaged" else
+                         sorted((d / "kept").glob("step_*.pt"))[-1].name)
+
+def cmd_sets(a):
+    "Each run's kept model and the shipped --model, on val and every test set: one JSON (chapter 16's table)."
+    models = {n: ["--checkpoint", str(chosen_checkpoint(WORK / n))] for n in a.names}
+    models[f"shipped {a.model}"] = ["--model", a.model]
+    rows = {}
+    for name, model in models.items():
+        res, _ = evaluate_json(model, ",".join(SETS), a.cpu, a.threads)
+        if model[0] == "--checkpoint":       # the run's record: its command, recipe and curve
+            about = {"model": Path(model[1]).name, "result": f"nbs/results/ttq_{name}.json"}
+        else:                                 # the shipped model's card: how it was trained
+            card = json.loads((ROOT / "nbs" / "models" / f"{a.model}.json").read_text())
+            about = {"model": a.model, "weights_sha256": res.get("weights_sha256"),
+                     "train": card.get("train"), "train_command": card.get("train_command")}
+        rows[name] = {**about, "bleu": {r["set"]: round(r["bleu"], 2) for r in res["sets"]}}
+        print(name, rows[name]["bleu"], flush=True)
+    argv = ["python", "tools/time_to_quality.py", "sets", *a.names, "--model", a.model, "--out", a.out]
+    cmd = caps_prefix({"env": caps_env()}) + shlex.join(argv) + pin(vars(a))
+    atomic_json(Path(a.out), {**machine(cmd, a.threads), "sets": list(SETS), "search": "beam 4, α 0.6",
+                              "runs": rows})
+    print(f"wrote {a.out}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -215,14 +253,18 @@ def main(argv=None):
     v.add_argument("output")
     v.add_argument("--what", required=True, help="what the run is, a sentence")
     v.add_argument("--label", required=True, help="its name on the plot")
+    t = sub.add_parser("sets")
+    t.add_argument("names", nargs="+", help="runs (folders under the work root) that ended by themselves")
+    t.add_argument("--model", required=True, help="the shipped model to score beside them (de-en, en-de)")
+    t.add_argument("--out", required=True, help="the JSON to write")
     for x in (r, s, v): x.add_argument("--work", default=None, help=f"the run's folder (default {WORK}/NAME)")
-    for x in (r, s):
+    for x in (r, s, t):
         x.add_argument("--cpu", type=int, default=None, help="pin to this CPU")
         x.add_argument("--threads", type=int, default=None, help="torch threads (default torch's)")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)     # after "--": the arguments of `train`
     a = p.parse_args(argv[:cut])
     a.train_args = argv[cut + 1:]
-    {"run": cmd_run, "score": cmd_score, "save": cmd_save}[a.cmd](a)
+    {"run": cmd_run, "score": cmd_score, "save": cmd_save, "sets": cmd_sets}[a.cmd](a)
 
 if __name__ == "__main__": main()
