@@ -2,7 +2,8 @@
 
   run    start `annotated-transformer train ARGS` (pinned to --cpu, --threads torch threads), keep every checkpoint
          it writes (a hard link, before the run prunes it) with the second it appeared, and stop it with SIGTERM
-         after --minutes (a run that ends sooner ends by itself, its final scores in its --json output);
+         after --minutes unless its training has ended (its averaged.pt written: the final scoring runs on; a run
+         that ends by itself has its final scores in its --json output);
   score  score the checkpoint each --every minutes held: val, beam 4, α 0.6 (chapter 14's search), sacreBLEU,
          through `annotated-transformer evaluate`, pinned and threaded as asked, and the last checkpoint;
   save   write the curve to a JSON of nbs/results/ (machine, CPU capability, date, the commands);
@@ -101,7 +102,8 @@ def cmd_run(a):
                     except FileExistsError: pass
                     except FileNotFoundError: times.pop(f.name)        # pruned before we saw it settle
                     atomic_json(d / "times.json", times)
-            if stop is None and time.time() - t0 > a.minutes * 60:
+            # the limit stops training; once averaged.pt is written, training has ended: its final scoring runs on
+            if stop is None and time.time() - t0 > a.minutes * 60 and not found("averaged.pt"):
                 stop = {"signal": "SIGTERM", "sent_at_s": round(time.time() - t0, 1)}
                 p.send_signal(signal.SIGTERM)
             time.sleep(2)
