@@ -135,8 +135,6 @@ def printed_result(text: str) -> dict|None:
             "val_bleu": float(rows["val"]) if "val" in rows else None,
             **{f"{k}_bleu": float(v) for k, v in rows.items() if k != "val"}}
 
-SETS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")   # Multi30k's
-
 def evaluate_json(model: list[str], splits: str, cpu, threads, out: Path|None=None) -> tuple[dict, list[str]]:
     "`annotated-transformer evaluate --json` of MODEL (`--checkpoint P` or `--model NAME`) on SPLITS: beam 4, α 0.6."
     argv = [str(EXE), "evaluate", *model, "--split", splits, "--beam-size", "4", "--length-penalty", "0.6",
@@ -219,22 +217,25 @@ def chosen_checkpoint(d: Path) -> Path:
 
 def cmd_sets(a):
     "Each run's kept model and the shipped --model, on val and every test set: one JSON (chapter 16's table)."
-    models = {n: ["--checkpoint", str(chosen_checkpoint(WORK / n))] for n in a.names}
-    models[f"shipped {a.model}"] = ["--model", a.model]
+    from annotated_transformer.data import TEST_SPLITS
+    sets = ("val", *TEST_SPLITS)
+    def scored(model: list[str]) -> tuple[dict, dict]:   # one model's BLEU per set, and evaluate's whole answer
+        res, _ = evaluate_json(model, ",".join(sets), a.cpu, a.threads)
+        bleu = {r["set"]: round(r["bleu"], 2) for r in res["sets"]}
+        print(model[-1], bleu, flush=True)
+        return bleu, res
     rows = {}
-    for name, model in models.items():
-        res, _ = evaluate_json(model, ",".join(SETS), a.cpu, a.threads)
-        if model[0] == "--checkpoint":       # the run's record: its command, recipe and curve
-            about = {"model": Path(model[1]).name, "result": f"nbs/results/ttq_{name}.json"}
-        else:                                 # the shipped model's card: how it was trained
-            card = json.loads((ROOT / "nbs" / "models" / f"{a.model}.json").read_text())
-            about = {"model": a.model, "weights_sha256": res.get("weights_sha256"),
-                     "train": card.get("train"), "train_command": card.get("train_command")}
-        rows[name] = {**about, "bleu": {r["set"]: round(r["bleu"], 2) for r in res["sets"]}}
-        print(name, rows[name]["bleu"], flush=True)
+    for n in a.names:                         # the run's record, nbs/results/ttq_NAME.json, has its curve
+        ck = chosen_checkpoint(WORK / n)
+        rows[n] = {"model": ck.name, "result": f"nbs/results/ttq_{n}.json",
+                   "bleu": scored(["--checkpoint", str(ck)])[0]}
+    card = json.loads((ROOT / "nbs" / "models" / f"{a.model}.json").read_text())    # how the shipped one was trained
+    bleu, res = scored(["--model", a.model])
+    rows[f"shipped {a.model}"] = {"model": a.model, "weights_sha256": res.get("weights_sha256"),
+                                  "train": card.get("train"), "train_command": card.get("train_command"), "bleu": bleu}
     argv = ["python", "tools/time_to_quality.py", "sets", *a.names, "--model", a.model, "--out", a.out]
     cmd = caps_prefix({"env": caps_env()}) + shlex.join(argv) + pin(vars(a))
-    atomic_json(Path(a.out), {**machine(cmd, a.threads), "sets": list(SETS), "search": "beam 4, α 0.6",
+    atomic_json(Path(a.out), {**machine(cmd, a.threads), "sets": list(sets), "search": "beam 4, α 0.6",
                               "runs": rows})
     print(f"wrote {a.out}")
 
