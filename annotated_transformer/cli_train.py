@@ -15,6 +15,7 @@ from .runtime import default_device, distributed_session, plural
 from annotated_transformer.checkpoints import (latest_checkpoint, load_checkpoint, checkpoint_path,
     RecipeMismatch)
 from .data import Corpus, skipped_note, DirectionMismatch
+from .embeddings import SPECIAL_TOKENS
 from .evaluation import score_table
 from .copy_task import COPY_MAX_STEPS, COPY_FIT, CopyRecipe, train_copy, copy_scores
 from .multi30k import (RECIPES, Multi30kRecipe, RunOptions, train_multi30k,
@@ -67,6 +68,8 @@ def add_train(sub, help: str):
               more="(default: the recipe's, bpe); FILE: the vocab.json of an earlier run "
                    "(or its checkpoint or model folder)")
     t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
+    add_field(t, Multi30kRecipe, "bpe_vocab_size", default=None, metavar="N",
+              more=f"of a new run (default: the recipe's; small's: {RECIPES['small'].bpe_vocab_size})")
     add_field(t, Options, "max_train_pairs")
     add_field(t, Options, "src", type=lang_code,
               more="(default de; --src en --tgt de is the paper's direction)")
@@ -95,6 +98,16 @@ def check_train(args, error):  # error: the `train` parser's, one line and exit 
         error("--data-dir is Multi30k's data root; with --train, give your files' prefixes")
     if args.resume and args.vocab not in (None, "bpe", "word"):
         error("--vocab FILE is for a new run: a resumed run keeps its own")
+    if args.bpe_vocab_size is not None:
+        if args.task == "copy":
+            error("--bpe-vocab-size is for translation; the copy task has its own symbols")
+        if args.vocab == "word":
+            error("--bpe-vocab-size sets a BPE vocabulary; --vocab word counts words")
+        if args.vocab not in (None, "bpe"):
+            error("--bpe-vocab-size builds a vocabulary; --vocab FILE brings one")
+        if args.bpe_vocab_size <= len(SPECIAL_TOKENS):
+            error(f"--bpe-vocab-size {args.bpe_vocab_size}: a vocabulary needs ids beyond its "
+                  f"{len(SPECIAL_TOKENS)} special tokens")
 
 # %% ../nbs/96_cli_train.ipynb #f13e0317
 # fields a chapter names that `train` sets under another name, or not by a flag
@@ -160,7 +173,7 @@ def train_multi30k_command(args) -> int:
     d = args.checkpoint_dir or _default_checkpoint_dir(args, args.recipe_name, files, exists=False)
     # flag-worded refusals before any work
     if d is not None: _open_run_dir(d, args.resume, vocab_file)
-    overrides = _flags_set({k: getattr(args, k) for k in (*RECIPE_FLAGS, "beam_size")})
+    overrides = _flags_set({k: getattr(args, k) for k in (*RECIPE_FLAGS, "bpe_vocab_size", "beam_size")})
     if args.vocab in ("bpe", "word"): overrides["vocab"] = args.vocab          # the kind to build
     run = {k: getattr(args, k) for k in RUN_FLAGS}
     # the lab's fast twins and fast search (chapters 22, 23): the same parameters, the same ids

@@ -1,4 +1,4 @@
-"""§6.1 — decoding a test set in length-sorted batches, and scoring the translations the way results are compared: sacreBLEU on detokenized, cased output against the untouched references, with its signature.
+"""§6.1 — decoding a test set in length-sorted batches, and scoring the translations the way results are compared: sacreBLEU on detokenized, cased output against the untouched references, with its signature; and whether two systems differ by more than the test set's chance (paired bootstrap resampling).
 
 Docs: https://annotated-transformer.github.io/annotated_transformer/evaluation.html.md"""
 
@@ -16,9 +16,10 @@ from .data import WordCodec, BPECodec, sentence_ids
 from .decoding import SearchOptions, beam_search
 
 # %% auto #0
-__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'decode_batches', 'decode_corpus', 'encode_sources',
-           'encode_lines', 'translate_with_model', 'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets',
-           'score_translations', 'score_table']
+__all__ = ['BleuResult', 'corpus_bleu', 'ChrfResult', 'corpus_chrf', 'bleu_statistics', 'bleu_from_statistics', 'PairedBootstrap',
+           'paired_bootstrap', 'decode_batches', 'decode_corpus', 'encode_sources', 'encode_lines',
+           'translate_with_model', 'evaluate_bleu', 'nbest_row', 'translate_nbest', 'score_sets', 'score_translations',
+           'score_table']
 
 # %% ../nbs/15_evaluation.ipynb #851dfa2f
 @dataclass
@@ -85,6 +86,66 @@ def corpus_chrf(hypotheses: Sequence[str], # detokenized system output, one per 
     chrf = CHRF()
     score = chrf.corpus_score(list(hypotheses), streams).score
     return ChrfResult(float(score), str(chrf.get_signature()), len(hypotheses))
+
+# %% ../nbs/15_evaluation.ipynb #61361d0d
+def bleu_statistics(hypotheses: Sequence[str], # detokenized system output, one per sentence
+                    references: Sequence[str]|Sequence[Sequence[str]], # as in `corpus_bleu`
+                   ):                          # (n_sentences, 10) int64 numpy array
+    "Each sentence's sacreBLEU counts: columns sys_len, ref_len, matches for n = 1…4, totals for n = 1…4."
+    import numpy as np
+    from sacrebleu.metrics import BLEU
+    streams = _reference_streams(hypotheses, references)
+    bleu = BLEU()
+    rows = []
+    for i, h in enumerate(hypotheses):
+        s = bleu.corpus_score([h], [[stream[i]] for stream in streams])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+    return np.array(rows, dtype=np.int64)
+
+def bleu_from_statistics(counts) -> float: # (10,) summed `bleu_statistics` rows
+    "Corpus BLEU from summed counts, as `corpus_bleu` computes it (sacreBLEU's exponential smoothing)."
+    from sacrebleu.metrics import BLEU
+    c = [int(x) for x in counts]
+    return float(BLEU.compute_bleu(c[2:6], c[6:10], c[0], c[1], smooth_method="exp").score)
+
+# %% ../nbs/15_evaluation.ipynb #dc3b23a5
+@dataclass
+class PairedBootstrap:
+    "Koehn's (2004) paired bootstrap of two systems' corpus BLEU on one test set."
+    baseline: float   # the baseline's BLEU on the whole set
+    system: float     # the system's BLEU on the whole set
+    low: float        # 2.5th percentile of system − baseline over the resamples
+    high: float       # 97.5th percentile
+    wins: float       # share of resamples where the system scores above the baseline
+    n_samples: int    # resamples drawn
+    seed: int         # of numpy's generator
+    @property
+    def delta(self) -> float: return self.system - self.baseline
+    @property
+    def significant(self) -> bool: return self.low > 0 or self.high < 0   # 0 outside the 95% interval
+    def __str__(self):
+        return (f"{self.system:.2f} vs {self.baseline:.2f}: {self.delta:+.2f}, 95% interval "
+                f"[{self.low:+.2f}, {self.high:+.2f}], wins {self.wins:.0%} of {self.n_samples} resamples")
+    def to_dict(self) -> dict: return {**asdict(self), "delta": self.delta, "significant": self.significant}
+
+def paired_bootstrap(baseline: Sequence[str], # one system's detokenized output, one per sentence
+                     system: Sequence[str],   # the other's, for the same sentences
+                     references: Sequence[str]|Sequence[Sequence[str]], # as in `corpus_bleu`
+                     n_samples: int=1000,     # resamples
+                     seed: int=12345,         # numpy's generator (sacreBLEU's default seed)
+                    ) -> PairedBootstrap:
+    "Paired bootstrap resampling (Koehn, 2004): both systems scored on the same resampled sentences."
+    import numpy as np
+    if n_samples < 1: raise ValueError(f"n_samples must be at least 1, not {n_samples}")
+    a, b = bleu_statistics(baseline, references), bleu_statistics(system, references)
+    n = len(a)
+    draws = np.random.default_rng(seed).choice(n, size=(n_samples, n), replace=True)
+    weights = np.stack([np.bincount(d, minlength=n) for d in draws])   # (n_samples, n): times drawn
+    score = lambda counts: np.array([bleu_from_statistics(c) for c in counts])
+    diff = score(weights @ b) - score(weights @ a)
+    low, high = np.percentile(diff, [2.5, 97.5])
+    whole = [bleu_from_statistics(x.sum(0)) for x in (a, b)]     # the whole set's BLEU of each
+    return PairedBootstrap(*whole, float(low), float(high), float((diff > 0).mean()), n_samples, seed)
 
 # %% ../nbs/15_evaluation.ipynb #63de415b
 def _decode_batch(job: tuple, idx: list[int]) -> tuple[list[int], list]:

@@ -362,8 +362,9 @@ def new_recipe(recipe_name: str,     # a key of RECIPES
                overrides: dict,      # `Multi30kRecipe` fields to change
                codec=None,           # a vocabulary from an earlier run, if any
               ) -> Multi30kRecipe:
-    "`RECIPES[recipe_name]` with `overrides` applied (a given vocabulary decides `vocab`)."
+    "`RECIPES[recipe_name]` with `overrides`; a given vocabulary decides `vocab` (and a BPE one its size)."
     kind = {"vocab": codec.kind} if codec else {}
+    if codec and codec.kind == "bpe": kind["bpe_vocab_size"] = codec.src_vocab_size    # joint: one size
     recipe = Multi30kRecipe.from_dict({**RECIPES[recipe_name].to_dict(), **overrides, **kind})
     if recipe.vocab not in ("bpe", "word"):
         raise ValueError(f"vocab={recipe.vocab!r} must be 'bpe' or 'word'")

@@ -151,6 +151,24 @@ def test_both_directions_recorded_and_enforced(trained, tmp_path, offline):
     assert r.returncode == 1 and "cannot translate en→en" in r.stderr
 
 
+def test_bpe_vocab_size_sets_the_vocabulary(tmp_path, offline):
+    "--bpe-vocab-size N: a new run learns a joint BPE vocabulary of N ids, and its recipe says so."
+    from annotated_transformer.multi30k import codec_from_file
+    run = tmp_path / "v300"
+    r = cli("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--bpe-vocab-size", 300, "--max-steps", 1,
+            "--max-train-pairs", 200, "--beam-size", 1, "--checkpoint-dir", run, "--json", **offline)
+    assert r.returncode == 0, r.stderr[-2000:]
+    codec = codec_from_file(run / "vocab.json", "de", "en")
+    assert (codec.kind, codec.src_vocab_size, codec.tgt_vocab_size) == ("bpe", 300, 300)
+    assert last_json(r.stdout)["recipe"]["bpe_vocab_size"] == 300
+    r = cli("train", "--recipe", "tiny", "--data-dir", SAMPLE_DIR, "--vocab", run / "vocab.json", "--max-steps", 1,
+            "--max-train-pairs", 200, "--beam-size", 1, "--checkpoint-dir", tmp_path / "again", "--json", **offline)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert last_json(r.stdout)["recipe"]["bpe_vocab_size"] == 300       # a vocabulary file's size, not tiny's 2000
+    r = cli("train", "--bpe-vocab-size", 300, "--vocab", "word", "--max-steps", 1, **offline)
+    assert r.returncode == 2 and "--bpe-vocab-size sets a BPE vocabulary" in r.stderr
+
+
 def test_average_and_refusals(trained, tmp_path, offline):
     run, res, _ = trained
     steps = sorted(run.glob("step_*.pt"))
@@ -171,6 +189,7 @@ def test_average_and_refusals(trained, tmp_path, offline):
     (["--recipe", "small", "--seed", "0"], "--recipe tiny in the checkpoint vs small here"),
     (["--seed", "7", "--lr-scale", "2"], "--seed 0 in the checkpoint vs 7 here; --lr-scale 0.5 in the checkpoint vs 2.0 here"),
     (["--clip-grad", "1"], "--clip-grad none in the checkpoint vs 1.0 here"),   # tiny does not clip
+    (["--bpe-vocab-size", "500"], "--bpe-vocab-size 2000 in the checkpoint vs 500 here"),
 ])
 def test_resume_refuses_a_different_recipe(trained, offline, flags, says):
     "--resume keeps the run's recipe: asking for another value is refused, naming every flag and both values."

@@ -7,8 +7,10 @@
   score  score the checkpoint each --every minutes held: val, beam 4, α 0.6 (chapter 14's search), sacreBLEU,
          through `annotated-transformer evaluate`, pinned and threaded as asked, and the last checkpoint;
   save   write the curve to a JSON of nbs/results/ (machine, CPU capability, date, the commands);
-  sets   score the model each named run kept (the one its end chose: averaged or last) and a shipped model on val
-         and every Multi30k test set, the same search, into one JSON of nbs/results/ (chapter 16's table).
+  sets   score the model each named run kept (the one its end chose: averaged or last) and a shipped model (today's,
+         or the one a git commit held: --at REV) on val and every Multi30k test set, the same search, and pair each
+         run with the shipped model set by set (chapter 15's paired bootstrap), into one JSON of nbs/results/
+         (chapter 16's table).
 
 A run's folder (--work, default /tmp/ttq/NAME) holds the run's checkpoints, kept/ (every checkpoint, linked),
 times.json (checkpoint -> seconds since the start), train.log, train.json, scores.json and score_args.json (how
@@ -19,7 +21,7 @@ Usage:
   python tools/time_to_quality.py run NAME --minutes 40 --as-typed -- --seed 0   (the README's command, empty folder)
   python tools/time_to_quality.py score NAME [--every 3] [--cpu 0] [--threads 1]
   python tools/time_to_quality.py save NAME nbs/results/ttq_NAME.json --what "..." --label "..."
-  python tools/time_to_quality.py sets ne ne1 --model en-de --out nbs/results/every_set_en-de.json """
+  python tools/time_to_quality.py sets ne ne1 --model en-de [--at REV] --out nbs/results/every_set_en-de.json """
 import argparse, json, os, re, shlex, signal, subprocess, sys, time
 from pathlib import Path
 
@@ -215,31 +217,52 @@ def chosen_checkpoint(d: Path) -> Path:
     return d / "kept" / ("averaged.pt" if res["selected"] == "averaged" else
                          sorted((d / "kept").glob("step_*.pt"))[-1].name)
 
+def model_at(name: str, rev: str, into: Path) -> tuple[Path, dict]:
+    "The shipped model NAME as git commit REV held it: its folder, extracted under INTO, and its nbs/models/NAME.json."
+    import io, tarfile
+    git = lambda *args: subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(git("archive", rev, f"annotated_transformer/models/{name}"))) as tar:
+        tar.extractall(into, filter="data")
+    return into / "annotated_transformer" / "models" / name, json.loads(git("show", f"{rev}:nbs/models/{name}.json"))
+
+
 def cmd_sets(a):
-    "Each run's kept model and the shipped --model, on val and every test set: one JSON (chapter 16's table)."
-    from annotated_transformer.data import TEST_SPLITS
+    """Each run's kept model and a shipped --model (as commit --at held it, if given), on val and every test set,
+    each run paired with the shipped model by bootstrap resampling (chapter 15): one JSON (chapter 16's table)."""
+    from annotated_transformer.data import TEST_SPLITS, load_split
+    from annotated_transformer.evaluation import paired_bootstrap
     sets = ("val", *TEST_SPLITS)
-    def scored(model: list[str]) -> tuple[dict, dict]:   # one model's BLEU per set, and evaluate's whole answer
-        res, _ = evaluate_json(model, ",".join(sets), a.cpu, a.threads)
+    work = WORK / "sets" / Path(a.out).stem                  # hypotheses (and an earlier model's folder)
+    def scored(key: str, model: list[str]) -> tuple[dict, dict, dict]:  # BLEU per set, evaluate's answer, hypotheses
+        res, _ = evaluate_json(model, ",".join(sets), a.cpu, a.threads, work / f"{key}.txt")
         bleu = {r["set"]: round(r["bleu"], 2) for r in res["sets"]}
-        print(model[-1], bleu, flush=True)
-        return bleu, res
+        print(key, bleu, flush=True)
+        hyps = {s: (work / f"{key}.{s}.txt").read_text(encoding="utf-8").split("\n")[:-1] for s in sets}
+        return bleu, res, hyps
+    if a.at:
+        folder, card = model_at(a.model, a.at, work / "model")
+        base_key, model = f"{a.model} at {a.at}", ["--model", str(folder)]
+    else:
+        card = json.loads((ROOT / "nbs" / "models" / f"{a.model}.json").read_text())   # how it was trained
+        base_key, model = f"shipped {a.model}", ["--model", a.model]
+    bleu, res, base = scored("baseline", model)
+    refs = {s: [t for _, t in load_split(s, src=card["src"], tgt=card["tgt"])] for s in sets}
     rows = {}
     for n in a.names:                         # the run's record, nbs/results/ttq_NAME.json, has its curve
         ck = chosen_checkpoint(WORK / n)
-        rows[n] = {"model": ck.name, "result": f"nbs/results/ttq_{n}.json",
-                   "bleu": scored(["--checkpoint", str(ck)])[0]}
-    card = json.loads((ROOT / "nbs" / "models" / f"{a.model}.json").read_text())    # how the shipped one was trained
-    bleu, res = scored(["--model", a.model])
-    rows[f"shipped {a.model}"] = {"model": a.model, "weights_sha256": res.get("weights_sha256"),
-                                  "train": card.get("train"), "train_command": card.get("train_command"), "bleu": bleu}
-    argv = ["python", "tools/time_to_quality.py", "sets", *a.names, "--model", a.model, "--out", a.out]
+        b, _, hyps = scored(n, ["--checkpoint", str(ck)])
+        paired = {s: paired_bootstrap(base[s], hyps[s], refs[s], n_samples=a.samples).to_dict() for s in sets}
+        rows[n] = {"model": ck.name, "result": f"nbs/results/ttq_{n}.json", "bleu": b, "paired": paired}
+    rows[base_key] = {"model": a.model, "at": a.at, "weights_sha256": res.get("weights_sha256"),
+                      "train": card.get("train"), "train_command": card.get("train_command"), "bleu": bleu}
+    argv = ["python", "tools/time_to_quality.py", "sets", *a.names, "--model", a.model,
+            *(["--at", a.at] if a.at else []), *(["--samples", str(a.samples)] if a.samples != 1000 else []),
+            "--out", a.out]
     cmd = caps_prefix({"env": caps_env()}) + shlex.join(argv) + pin(vars(a))
     atomic_json(Path(a.out), {**machine(cmd, a.threads), "sets": list(sets), "search": "beam 4, α 0.6",
+                              "baseline": base_key, "paired_bootstrap": {"n_samples": a.samples, "seed": 12345},
                               "runs": rows})
     print(f"wrote {a.out}")
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -259,6 +282,8 @@ def main(argv=None):
     t = sub.add_parser("sets")
     t.add_argument("names", nargs="+", help="runs (folders under the work root) that ended by themselves")
     t.add_argument("--model", required=True, help="the shipped model to score beside them (de-en, en-de)")
+    t.add_argument("--at", default=None, help="a git commit: the --model that shipped there (default: today's)")
+    t.add_argument("--samples", type=int, default=1000, help="bootstrap resamples per set (default 1000)")
     t.add_argument("--out", required=True, help="the JSON to write")
     for x in (r, s, v): x.add_argument("--work", default=None, help=f"the run's folder (default {WORK}/NAME)")
     for x in (r, s, t):
