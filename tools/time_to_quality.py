@@ -252,6 +252,7 @@ def cmd_sets(a):
         ck = chosen_checkpoint(WORK / n)
         b, _, hyps = scored(n, ["--checkpoint", str(ck)])
         paired = {s: paired_bootstrap(base[s], hyps[s], refs[s], n_samples=a.samples).to_dict() for s in sets}
+        seed = paired["val"]["seed"]          # paired_bootstrap's own (sacreBLEU's default)
         rows[n] = {"model": ck.name, "result": f"nbs/results/ttq_{n}.json", "bleu": b, "paired": paired}
     rows[base_key] = {"model": a.model, "at": a.at, "weights_sha256": res.get("weights_sha256"),
                       "train": card.get("train"), "train_command": card.get("train_command"), "bleu": bleu}
@@ -260,9 +261,11 @@ def cmd_sets(a):
             "--out", a.out]
     cmd = caps_prefix({"env": caps_env()}) + shlex.join(argv) + pin(vars(a))
     atomic_json(Path(a.out), {**machine(cmd, a.threads), "sets": list(sets), "search": "beam 4, α 0.6",
-                              "baseline": base_key, "paired_bootstrap": {"n_samples": a.samples, "seed": 12345},
+                              "baseline": base_key, "paired_bootstrap": {"n_samples": a.samples, "seed": seed},
                               "runs": rows})
     print(f"wrote {a.out}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
