@@ -26,8 +26,8 @@ from .fast_decoding import fast_beam_search
 from .cli import Options, Subcommand, add_field, lang_code, vocab_arg
 
 # %% auto #0
-__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'SUBCOMMANDS', 'add_train', 'check_train', 'train_command',
-           'training_twins', 'train_multi30k_command', 'train_copy_command', 'stop_message']
+__all__ = ['RECIPE_FLAGS', 'FIELD_FLAGS', 'RUN_FLAGS', 'SUBCOMMANDS', 'add_vocab_flags', 'add_train', 'check_train',
+           'train_command', 'training_twins', 'train_multi30k_command', 'train_copy_command', 'stop_message']
 
 # %% ../nbs/96_cli_train.ipynb #cf88f45b
 RECIPE_FLAGS = ("save_every", "batch_tokens", "accum_steps", "warmup_steps", "lr_scale",
@@ -36,6 +36,16 @@ RECIPE_FLAGS = ("save_every", "batch_tokens", "accum_steps", "warmup_steps", "lr
 def _flags_set(values: dict) -> dict:
     "The recipe fields the flags set ({field: value}; None: not given); `--clip-grad 0` means no clipping."
     return {k: None if k == "clip_grad" and v == 0 else v for k, v in values.items() if v is not None}
+
+# %% ../nbs/96_cli_train.ipynb #95cab920
+def add_vocab_flags(t):
+    "`train`'s vocabulary: its kind, or an earlier run's file (--vocab), and a new BPE vocabulary's size."
+    add_field(t, Multi30kRecipe, "vocab", type=vocab_arg, metavar="{bpe,word,FILE}", default=None,
+              more="(default: the recipe's, bpe); FILE: the vocab.json of an earlier run "
+                   "(or its checkpoint or model folder)")
+    t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
+    add_field(t, Multi30kRecipe, "bpe_vocab_size", default=None, metavar="N",
+              more=f"of a new run (default: the recipe's; small's: {RECIPES['small'].bpe_vocab_size})")
 
 # %% ../nbs/96_cli_train.ipynb #2e997aa1
 def add_train(sub, help: str):
@@ -64,12 +74,7 @@ def add_train(sub, help: str):
         else: add_field(t, RunOptions, name, **({"type": int} if name == "seed" else {}))
     add_field(t, RunOptions, "precision", choices=["fp32", "bf16", "fp16"])
     add_field(t, Options, "device")
-    add_field(t, Multi30kRecipe, "vocab", type=vocab_arg, metavar="{bpe,word,FILE}", default=None,
-              more="(default: the recipe's, bpe); FILE: the vocab.json of an earlier run "
-                   "(or its checkpoint or model folder)")
-    t.add_argument("--bpe", dest="vocab", action="store_const", const="bpe", help="same as --vocab bpe")
-    add_field(t, Multi30kRecipe, "bpe_vocab_size", default=None, metavar="N",
-              more=f"of a new run (default: the recipe's; small's: {RECIPES['small'].bpe_vocab_size})")
+    add_vocab_flags(t)
     add_field(t, Options, "max_train_pairs")
     add_field(t, Options, "src", type=lang_code,
               more="(default de; --src en --tgt de is the paper's direction)")

@@ -54,8 +54,7 @@ def test_sets_takes_a_model_from_a_commit(tmp_path):
     "`sets --at REV` scores the model that shipped at REV: its folder and its record, from git, not from today's tree."
     import subprocess, pytest
     from time_to_quality import model_at, ROOT
-    root = subprocess.run(["git", "-C", str(ROOT), "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True)
-    if root.returncode or not (ROOT / ".git").exists(): pytest.skip("not a git checkout")
+    if not (ROOT / ".git").exists(): pytest.skip("not a git checkout")
     rev = "3dc6365^"     # the commit before the en-de model of `small` shipped: `small-long`'s
     if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", rev], capture_output=True).returncode:
         pytest.skip(f"{rev} is not in this clone's history")

@@ -251,17 +251,18 @@ def cmd_sets(a):
     for n in a.names:                         # the run's record, nbs/results/ttq_NAME.json, has its curve
         ck = chosen_checkpoint(WORK / n)
         b, _, hyps = scored(n, ["--checkpoint", str(ck)])
-        paired = {s: paired_bootstrap(base[s], hyps[s], refs[s], n_samples=a.samples).to_dict() for s in sets}
-        seed = paired["val"]["seed"]          # paired_bootstrap's own (sacreBLEU's default)
+        samples = {"n_samples": a.samples} if a.samples else {}      # else paired_bootstrap's own
+        paired = {s: paired_bootstrap(base[s], hyps[s], refs[s], **samples).to_dict() for s in sets}
         rows[n] = {"model": ck.name, "result": f"nbs/results/ttq_{n}.json", "bleu": b, "paired": paired}
     rows[base_key] = {"model": a.model, "at": a.at, "weights_sha256": res.get("weights_sha256"),
                       "train": card.get("train"), "train_command": card.get("train_command"), "bleu": bleu}
     argv = ["python", "tools/time_to_quality.py", "sets", *a.names, "--model", a.model,
-            *(["--at", a.at] if a.at else []), *(["--samples", str(a.samples)] if a.samples != 1000 else []),
+            *(["--at", a.at] if a.at else []), *(["--samples", str(a.samples)] if a.samples else []),
             "--out", a.out]
     cmd = caps_prefix({"env": caps_env()}) + shlex.join(argv) + pin(vars(a))
     atomic_json(Path(a.out), {**machine(cmd, a.threads), "sets": list(sets), "search": "beam 4, α 0.6",
-                              "baseline": base_key, "paired_bootstrap": {"n_samples": a.samples, "seed": seed},
+                              "baseline": base_key,
+                              "paired_bootstrap": {k: paired["val"][k] for k in ("n_samples", "seed")},
                               "runs": rows})
     print(f"wrote {a.out}")
 
@@ -286,7 +287,8 @@ def main(argv=None):
     t.add_argument("names", nargs="+", help="runs (folders under the work root) that ended by themselves")
     t.add_argument("--model", required=True, help="the shipped model to score beside them (de-en, en-de)")
     t.add_argument("--at", default=None, help="a git commit: the --model that shipped there (default: today's)")
-    t.add_argument("--samples", type=int, default=1000, help="bootstrap resamples per set (default 1000)")
+    t.add_argument("--samples", type=int, default=None,
+                   help="bootstrap resamples per set (default: paired_bootstrap's, 1000)")
     t.add_argument("--out", required=True, help="the JSON to write")
     for x in (r, s, v): x.add_argument("--work", default=None, help=f"the run's folder (default {WORK}/NAME)")
     for x in (r, s, t):
